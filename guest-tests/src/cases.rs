@@ -1,0 +1,184 @@
+//! Runs each test case of a binary in a freshly exec'd process.
+//!
+//! A futex test must start in a process that has never created a thread:
+//! the first `clone(CLONE_VM)` allocates the private futex hash. So the
+//! binary re-executes itself with `--case NAME` for every case; the parent
+//! only spawns, waits (with a timeout) and prints KTAP.
+//!
+//! Child protocol on stdout: any number of `# ...` diagnostic lines, then
+//! exactly one of `RESULT PASS`, `RESULT FAIL <why>`, `RESULT SKIP <why>`.
+
+use crate::expect::Expect;
+use crate::ktap::{Ktap, Outcome};
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What a case gets: the expectations for the kernel under test.
+pub struct Ctx {
+    /// The kernel features the matrix says this kernel has.
+    pub expect: Expect,
+}
+
+/// One test case.
+pub struct Case {
+    /// KTAP name of the case.
+    pub name: &'static str,
+    /// The case body; runs in a fresh process.
+    pub run: fn(&Ctx) -> Outcome,
+    /// Wall-clock limit for the case's process.
+    pub timeout: Duration,
+}
+
+impl Case {
+    /// A case with the default 30 s timeout.
+    pub const fn new(name: &'static str, run: fn(&Ctx) -> Outcome) -> Case {
+        Case {
+            name,
+            run,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+const RESULT_TAG: &str = "RESULT ";
+
+/// Entry point of a case-based test binary. Arguments:
+/// `--case NAME` (internal), `--filter SUBSTRING` (repeatable),
+/// `--expect key=value,...` (see [`Expect::parse`]), `--list`.
+pub fn main(cases: &[Case]) -> ! {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut case = None;
+    let mut filters = Vec::new();
+    let mut expect_arg = None;
+    let mut list = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--case" => case = it.next().cloned(),
+            "--filter" => filters.extend(it.next().cloned()),
+            "--expect" => expect_arg = it.next().cloned(),
+            "--list" => list = true,
+            other => {
+                eprintln!("unknown argument {other:?}");
+                std::process::exit(2);
+            }
+        }
+    }
+    let expect = match expect_arg.as_deref().map(Expect::parse) {
+        Some(Ok(e)) => e,
+        Some(Err(e)) => {
+            eprintln!("--expect: {e}");
+            std::process::exit(2);
+        }
+        None => Expect::for_running_kernel(),
+    };
+    if list {
+        for c in cases {
+            println!("{}", c.name);
+        }
+        std::process::exit(0);
+    }
+    if let Some(name) = case {
+        let Some(c) = cases.iter().find(|c| c.name == name) else {
+            println!("{RESULT_TAG}FAIL no case named {name}");
+            std::process::exit(1);
+        };
+        let outcome = (c.run)(&Ctx { expect });
+        let line = match &outcome {
+            Outcome::Pass => "PASS".to_string(),
+            Outcome::Fail(w) => format!("FAIL {}", w.replace('\n', " | ")),
+            Outcome::Skip(w) => format!("SKIP {}", w.replace('\n', " ")),
+        };
+        println!("{RESULT_TAG}{line}");
+        std::process::exit(if matches!(outcome, Outcome::Fail(_)) {
+            1
+        } else {
+            0
+        });
+    }
+
+    let selected: Vec<&Case> = cases
+        .iter()
+        .filter(|c| filters.is_empty() || filters.iter().any(|f| c.name.contains(f.as_str())))
+        .collect();
+    let mut k = Ktap::stdout(selected.len());
+    k.diag(&format!("expect: {}", expect.encode()));
+    let mut failed = 0;
+    for c in selected {
+        let outcome = run_child(c, &expect, &mut k);
+        if !k.result(c.name, &outcome) {
+            failed += 1;
+        }
+    }
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcome {
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return Outcome::Fail(format!("cannot find own executable: {e}")),
+    };
+    let mut child = match Command::new(exe)
+        .args(["--case", c.name, "--expect", &expect.encode()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+    {
+        Ok(ch) => ch,
+        Err(e) => return Outcome::Fail(format!("cannot spawn case process: {e}")),
+    };
+    let mut stdout = child.stdout.take().expect("stdout was piped");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        // Bounded: a case that floods stdout is cut at 1 MiB.
+        let _ = (&mut stdout).take(1 << 20).read_to_end(&mut buf);
+        let mut sink = [0u8; 8192];
+        while matches!(stdout.read(&mut sink), Ok(n) if n > 0) {}
+        buf
+    });
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break Some(st),
+            Ok(None) if start.elapsed() > c.timeout => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => break None,
+        }
+    };
+    let out = reader.join().unwrap_or_default();
+    let text = String::from_utf8_lossy(&out);
+    let mut result = None;
+    for line in text.lines() {
+        if let Some(r) = line.strip_prefix(RESULT_TAG) {
+            result = Some(r.to_string());
+        } else if let Some(d) = line.strip_prefix("# ") {
+            k.diag(d);
+        } else if !line.is_empty() {
+            k.diag(line);
+        }
+    }
+    match (status, result) {
+        (None, _) => Outcome::Fail(format!(
+            "case timed out after {} ms and was killed",
+            c.timeout.as_millis()
+        )),
+        (Some(_), Some(r)) if r == "PASS" => Outcome::Pass,
+        (Some(_), Some(r)) if r.starts_with("SKIP") => {
+            Outcome::Skip(r.trim_start_matches("SKIP").trim().to_string())
+        }
+        (Some(_), Some(r)) => Outcome::Fail(r.trim_start_matches("FAIL").trim().to_string()),
+        (Some(st), None) => Outcome::Fail(format!("case process ended without a result: {st}")),
+    }
+}
+
+/// Prints a diagnostic from inside a case (goes to the KTAP stream).
+pub fn diag(msg: &str) {
+    for l in msg.lines() {
+        println!("# {l}");
+    }
+}

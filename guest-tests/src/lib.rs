@@ -1,0 +1,15 @@
+//! Guest side of the harness.
+//!
+//! Everything here runs inside the VM, as PID 1 (`guest-init`) or as one of
+//! its children (the test binaries). Binaries are built static
+//! (`-C target-feature=+crt-static`) so any kernel with an initramfs boots
+//! them. The host-guest contract lives in [`plan`] (run plan in) and
+//! [`ktap`] (results out); the harness crate uses the same code to encode the
+//! plan, so both ends are tested together.
+#![deny(missing_docs)]
+
+pub mod cases;
+pub mod expect;
+pub mod ktap;
+pub mod plan;
+pub mod sys;

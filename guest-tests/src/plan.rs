@@ -1,0 +1,136 @@
+//! The run plan: what the host asks `guest-init` to run, and how the guest
+//! ends the VM. Encoded by the harness into the initramfs as JSON at
+//! [`PLAN_PATH`], decoded by the init. Both ends use this module.
+
+use serde::{Deserialize, Serialize};
+
+/// Where the plan lives inside the initramfs.
+pub const PLAN_PATH: &str = "/harness/plan.json";
+/// Directory of the guest binaries inside the initramfs.
+pub const BIN_DIR: &str = "/harness/bin";
+/// The serial port reserved for the KTAP stream (the console is `ttyS0`).
+pub const RESULTS_PORT: &str = "/dev/ttyS1";
+/// Wire format version; bumped on incompatible changes.
+pub const PLAN_VERSION: u32 = 1;
+
+/// I/O port of QEMU's `isa-debug-exit` device (`-device isa-debug-exit,iobase=0xf4,iosize=0x04`).
+pub const DEBUG_EXIT_PORT: u16 = 0xf4;
+
+/// Status codes the init writes to `isa-debug-exit`. QEMU exits with
+/// `(code << 1) | 1`, so none of them can be confused with QEMU's own 0/1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum GuestExit {
+    /// Every planned binary ran (whatever their results).
+    Finished = 0x10,
+    /// The plan could not be read or decoded.
+    BadPlan = 0x11,
+    /// The init itself failed (mount, results port, ...).
+    InitError = 0x12,
+}
+
+impl GuestExit {
+    /// The QEMU process exit status this guest exit produces.
+    pub fn qemu_status(self) -> i32 {
+        ((self as i32) << 1) | 1
+    }
+
+    /// Decodes a QEMU exit status produced by `isa-debug-exit`.
+    pub fn from_qemu_status(status: i32) -> Option<GuestExit> {
+        [
+            GuestExit::Finished,
+            GuestExit::BadPlan,
+            GuestExit::InitError,
+        ]
+        .into_iter()
+        .find(|g| g.qemu_status() == status)
+    }
+}
+
+/// Prefix of the markers the init writes to `/dev/kmsg` around each binary,
+/// so kernel reports on the console can be attributed to the running test.
+/// Format: `harness: begin <n> <name>` and `harness: end <n> <name>`.
+pub const KMSG_MARKER: &str = "harness:";
+
+/// The whole plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunPlan {
+    /// [`PLAN_VERSION`].
+    pub version: u32,
+    /// Binaries to run, in order; each is one top-level KTAP test.
+    pub tests: Vec<PlannedTest>,
+}
+
+/// One binary to run as one top-level KTAP test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedTest {
+    /// Name of the top-level KTAP test (no spaces, no `#`).
+    pub name: String,
+    /// Absolute path of the executable inside the initramfs.
+    pub path: String,
+    /// Arguments after argv\[0\].
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Wall-clock limit; the binary's process group is killed after it.
+    pub timeout_ms: u64,
+    /// Output kept from the binary; the rest is dropped with a note.
+    pub max_output_bytes: u64,
+}
+
+impl RunPlan {
+    /// Encodes the plan for the initramfs.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(self).expect("a RunPlan always serializes")
+    }
+
+    /// Decodes a plan read from the initramfs.
+    pub fn decode(bytes: &[u8]) -> Result<RunPlan, String> {
+        let plan: RunPlan = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        if plan.version != PLAN_VERSION {
+            return Err(format!(
+                "plan version {} but this init speaks {PLAN_VERSION}",
+                plan.version
+            ));
+        }
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips() {
+        let plan = RunPlan {
+            version: PLAN_VERSION,
+            tests: vec![PlannedTest {
+                name: "smoke".into(),
+                path: "/harness/bin/smoke".into(),
+                args: vec!["--x".into(), "a b".into()],
+                env: vec![("K".into(), "V".into())],
+                timeout_ms: 30_000,
+                max_output_bytes: 1 << 20,
+            }],
+        };
+        assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);
+    }
+
+    #[test]
+    fn rejects_other_versions_and_unknown_fields() {
+        let e = RunPlan::decode(br#"{"version":9,"tests":[]}"#).unwrap_err();
+        assert!(e.contains("plan version 9"), "{e}");
+        assert!(RunPlan::decode(br#"{"version":1,"tests":[],"x":1}"#).is_err());
+    }
+
+    #[test]
+    fn exit_codes_map_both_ways() {
+        assert_eq!(GuestExit::Finished.qemu_status(), 33);
+        assert_eq!(GuestExit::from_qemu_status(33), Some(GuestExit::Finished));
+        assert_eq!(GuestExit::from_qemu_status(0), None);
+        assert_eq!(GuestExit::from_qemu_status(1), None);
+    }
+}

@@ -1,0 +1,229 @@
+//! Raw syscalls the futex tests need, with the kernel's own constants
+//! (`futex-abi.md` section 1). Every wrapper returns `Result<i64, Errno>`
+//! so tests can assert exact errno values.
+
+/// An errno value (positive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.0 {
+            libc::EINVAL => "EINVAL",
+            libc::EBUSY => "EBUSY",
+            libc::ENOMEM => "ENOMEM",
+            libc::EFAULT => "EFAULT",
+            libc::EAGAIN => "EAGAIN",
+            libc::ETIMEDOUT => "ETIMEDOUT",
+            libc::ENOSYS => "ENOSYS",
+            libc::EPERM => "EPERM",
+            libc::EINTR => "EINTR",
+            libc::ESRCH => "ESRCH",
+            _ => return write!(f, "errno {}", self.0),
+        };
+        write!(f, "{name}")
+    }
+}
+
+/// `PR_FUTEX_HASH`.
+pub const PR_FUTEX_HASH: i32 = 78;
+/// `PR_FUTEX_HASH_SET_SLOTS`.
+pub const PR_FUTEX_HASH_SET_SLOTS: u64 = 1;
+/// `PR_FUTEX_HASH_GET_SLOTS`.
+pub const PR_FUTEX_HASH_GET_SLOTS: u64 = 2;
+/// `PR_FUTEX_HASH_GET_IMMUTABLE` (6.16 uapi / the immutability patch).
+pub const PR_FUTEX_HASH_GET_IMMUTABLE: u64 = 3;
+/// `FH_FLAG_IMMUTABLE`.
+pub const FH_FLAG_IMMUTABLE: u64 = 1;
+
+/// `FUTEX2_SIZE_U32`.
+pub const FUTEX2_SIZE_U32: u32 = 2;
+/// `FUTEX2_NUMA`.
+pub const FUTEX2_NUMA: u32 = 0x04;
+/// `FUTEX2_MPOL`.
+pub const FUTEX2_MPOL: u32 = 0x08;
+/// `FUTEX2_PRIVATE`.
+pub const FUTEX2_PRIVATE: u32 = 128;
+/// `FUTEX_BITSET_MATCH_ANY`.
+pub const FUTEX_BITSET_MATCH_ANY: u64 = 0xffff_ffff;
+/// `FUTEX_NO_NODE`.
+pub const FUTEX_NO_NODE: u32 = u32::MAX;
+
+/// Syscall numbers (x86_64).
+pub mod nr {
+    /// futex_waitv
+    pub const FUTEX_WAITV: i64 = 449;
+    /// futex_wake
+    pub const FUTEX_WAKE: i64 = 454;
+    /// futex_wait
+    pub const FUTEX_WAIT: i64 = 455;
+    /// futex_requeue
+    pub const FUTEX_REQUEUE: i64 = 456;
+    /// set_mempolicy_home_node
+    pub const SET_MEMPOLICY_HOME_NODE: i64 = 450;
+}
+
+/// `struct futex_waitv`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FutexWaitv {
+    /// Expected value.
+    pub val: u64,
+    /// User address.
+    pub uaddr: u64,
+    /// FUTEX2_* flags.
+    pub flags: u32,
+    /// Must be 0.
+    pub reserved: u32,
+}
+
+fn check(ret: i64) -> Result<i64, Errno> {
+    if ret == -1 {
+        Err(Errno(
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ))
+    } else {
+        Ok(ret)
+    }
+}
+
+/// Raw `syscall(2)` with six arguments.
+///
+/// # Safety
+/// The caller passes arguments valid for syscall `nr`.
+pub unsafe fn syscall6(nr: i64, a: [u64; 6]) -> Result<i64, Errno> {
+    check(libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]))
+}
+
+/// `prctl(PR_FUTEX_HASH, op, arg3, arg4, arg5)`.
+pub fn prctl_futex_hash(op: u64, arg3: u64, arg4: u64, arg5: u64) -> Result<i64, Errno> {
+    // SAFETY: prctl takes integers only for PR_FUTEX_HASH.
+    unsafe {
+        syscall6(
+            libc::SYS_prctl,
+            [PR_FUTEX_HASH as u64, op, arg3, arg4, arg5, 0],
+        )
+    }
+}
+
+/// `PR_FUTEX_HASH_GET_SLOTS`.
+pub fn get_slots() -> Result<i64, Errno> {
+    prctl_futex_hash(PR_FUTEX_HASH_GET_SLOTS, 0, 0, 0)
+}
+
+/// `PR_FUTEX_HASH_SET_SLOTS` with flags 0.
+pub fn set_slots(slots: u64) -> Result<i64, Errno> {
+    prctl_futex_hash(PR_FUTEX_HASH_SET_SLOTS, slots, 0, 0)
+}
+
+/// `futex_wait(uaddr, val, mask, flags, NULL or abs timeout, clockid)`.
+pub fn futex_wait(
+    uaddr: *const u32,
+    val: u64,
+    mask: u64,
+    flags: u32,
+    timeout: Option<&libc::timespec>,
+    clockid: i32,
+) -> Result<i64, Errno> {
+    let ts = timeout.map_or(0, |t| t as *const _ as u64);
+    // SAFETY: the kernel validates uaddr; ts is null or a live timespec.
+    unsafe {
+        syscall6(
+            nr::FUTEX_WAIT,
+            [uaddr as u64, val, mask, flags as u64, ts, clockid as u64],
+        )
+    }
+}
+
+/// `futex_wake(uaddr, mask, nr, flags)`.
+pub fn futex_wake(uaddr: *const u32, mask: u64, nr: i32, flags: u32) -> Result<i64, Errno> {
+    // SAFETY: the kernel validates uaddr.
+    unsafe {
+        syscall6(
+            nr::FUTEX_WAKE,
+            [uaddr as u64, mask, nr as u64, flags as u64, 0, 0],
+        )
+    }
+}
+
+/// `futex_waitv(waiters, nr, flags, timeout, clockid)`.
+pub fn futex_waitv(
+    waiters: &[FutexWaitv],
+    flags: u32,
+    timeout: Option<&libc::timespec>,
+    clockid: i32,
+) -> Result<i64, Errno> {
+    let ts = timeout.map_or(0, |t| t as *const _ as u64);
+    // SAFETY: waiters is a live slice; the kernel validates addresses in it.
+    unsafe {
+        syscall6(
+            nr::FUTEX_WAITV,
+            [
+                waiters.as_ptr() as u64,
+                waiters.len() as u64,
+                flags as u64,
+                ts,
+                clockid as u64,
+                0,
+            ],
+        )
+    }
+}
+
+/// `futex_requeue(waiters[2], flags, nr_wake, nr_requeue)`.
+pub fn futex_requeue(
+    waiters: &[FutexWaitv; 2],
+    flags: u32,
+    nr_wake: i32,
+    nr_requeue: i32,
+) -> Result<i64, Errno> {
+    // SAFETY: waiters is a live array of two entries.
+    unsafe {
+        syscall6(
+            nr::FUTEX_REQUEUE,
+            [
+                waiters.as_ptr() as u64,
+                flags as u64,
+                nr_wake as u64,
+                nr_requeue as u64,
+                0,
+                0,
+            ],
+        )
+    }
+}
+
+/// `getcpu()`: (cpu, node).
+pub fn getcpu() -> Result<(u32, u32), Errno> {
+    let (mut cpu, mut node) = (0u32, 0u32);
+    // SAFETY: both pointers are live locals.
+    unsafe {
+        syscall6(
+            libc::SYS_getcpu,
+            [
+                &mut cpu as *mut _ as u64,
+                &mut node as *mut _ as u64,
+                0,
+                0,
+                0,
+                0,
+            ],
+        )?;
+    }
+    Ok((cpu, node))
+}
+
+/// An absolute `CLOCK_MONOTONIC` deadline `ms` milliseconds from now.
+pub fn deadline_ms(ms: u64) -> libc::timespec {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: now is a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let total = now.tv_nsec as u64 + (ms % 1000) * 1_000_000;
+    libc::timespec {
+        tv_sec: now.tv_sec + (ms / 1000) as i64 + (total / 1_000_000_000) as i64,
+        tv_nsec: (total % 1_000_000_000) as i64,
+    }
+}

@@ -1,0 +1,1 @@
+//! JUnit writer: one testsuite per cell, one testcase per leaf KTAP test.

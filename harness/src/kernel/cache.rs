@@ -1,0 +1,1 @@
+//! The XDG cache: atomic writes, file locks.

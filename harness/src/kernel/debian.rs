@@ -1,0 +1,1 @@
+//! Debian prebuilt kernels.

@@ -1,0 +1,4 @@
+//! Kernel images: where a bootable bzImage comes from.
+
+pub mod cache;
+pub mod debian;

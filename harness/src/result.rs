@@ -1,0 +1,59 @@
+//! What one cell (kernel x topology x suite) produced: the input of the
+//! verdict, the JUnit writer and the terminal summary.
+
+use crate::{console::ConsoleScan, ktap::Document};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// How the VM ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VmEnd {
+    /// guest-init ran the whole plan and exited through isa-debug-exit.
+    Finished,
+    /// guest-init reported an error of its own (bad plan, init failure).
+    InitError(String),
+    /// The kernel panicked (console and/or QMP GUEST_PANICKED).
+    KernelPanic,
+    /// The host watchdog killed the VM.
+    Watchdog(Duration),
+    /// QEMU exited otherwise (reboot, crash, bad arguments).
+    QemuExited {
+        /// Exit status (or signal, negated).
+        status: i32,
+        /// The tail of QEMU's stderr.
+        stderr: String,
+    },
+    /// The harness was interrupted (SIGINT/SIGTERM).
+    Interrupted,
+}
+
+/// Everything one cell produced.
+#[derive(Debug, Clone)]
+pub struct CellResult {
+    /// Unique cell name, e.g. `debian-7.3.4/nodes2/smoke`.
+    pub name: String,
+    /// Kernel spec as given (`debian:7.3.4`, `path:...`).
+    pub kernel: String,
+    /// Topology name or spec.
+    pub topology: String,
+    /// Suite name.
+    pub suite: String,
+    /// `kvm` or `tcg`.
+    pub accel: String,
+    /// `qemu-system-x86_64 --version` first line.
+    pub qemu_version: String,
+    /// Names of the top-level tests in the plan, in order.
+    pub planned: Vec<String>,
+    /// How the VM ended.
+    pub end: VmEnd,
+    /// The KTAP results.
+    pub ktap: Document,
+    /// Console findings.
+    pub console: ConsoleScan,
+    /// Where the full console log was kept.
+    pub console_log: Option<PathBuf>,
+    /// Wall-clock time of the cell.
+    pub duration: Duration,
+    /// When the cell started.
+    pub started: SystemTime,
+}
