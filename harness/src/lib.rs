@@ -3,9 +3,18 @@
 //! happens into JUnit. See ARCHITECTURE.md for the map.
 #![deny(missing_docs)]
 
+pub mod cell;
 pub mod console;
+pub mod guestbin;
+pub mod host;
+pub mod initramfs;
 pub mod junit;
 pub mod kernel;
 pub mod ktap;
+pub mod procs;
+pub mod qemu;
 pub mod result;
+pub mod suite;
+pub mod topology;
 pub mod verdict;
+pub mod vm;

@@ -56,4 +56,7 @@ pub struct CellResult {
     pub duration: Duration,
     /// When the cell started.
     pub started: SystemTime,
+    /// Things the harness did that the reader should know (KVM fell back
+    /// to TCG, QMP saw a panic, ...).
+    pub notes: Vec<String>,
 }

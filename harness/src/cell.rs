@@ -1,0 +1,181 @@
+//! One cell = one kernel x one topology x one suite: plan -> initramfs ->
+//! VM -> KTAP + console scan -> [`CellResult`]. Keeps the console log, the
+//! raw KTAP stream and QEMU's argv in the cell's output directory.
+
+use crate::guestbin::GuestBins;
+use crate::host::Qemu;
+use crate::initramfs::{InitramfsError, Layout};
+use crate::qemu::{Accel, VmSpec};
+use crate::result::{CellResult, VmEnd};
+use crate::suite::{SuiteError, SuiteTest};
+use crate::topology::Topology;
+use crate::vm::{Limits, VmError, VmRequest};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Errors that prevent a cell from running (infrastructure, not tests).
+#[derive(Debug, thiserror::Error)]
+pub enum CellError {
+    /// Suite/binaries.
+    #[error(transparent)]
+    Suite(#[from] SuiteError),
+    /// Initramfs.
+    #[error(transparent)]
+    Initramfs(#[from] InitramfsError),
+    /// VM setup.
+    #[error(transparent)]
+    Vm(#[from] VmError),
+    /// Temp or output directory.
+    #[error("cannot create {path}: {source}")]
+    Dir {
+        /// Directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Everything that defines a cell.
+#[derive(Debug, Clone)]
+pub struct CellSpec {
+    /// Unique name (used in JUnit and as a directory name).
+    pub name: String,
+    /// Kernel as the user named it.
+    pub kernel_label: String,
+    /// The bootable image.
+    pub kernel_image: PathBuf,
+    /// Topology.
+    pub topology: Topology,
+    /// Topology name.
+    pub topology_label: String,
+    /// Suite name.
+    pub suite_label: String,
+    /// Tests in order (the topology check first).
+    pub tests: Vec<SuiteTest>,
+    /// Accelerator to try first.
+    pub accel: Accel,
+    /// Extra kernel command line.
+    pub cmdline_extra: Vec<String>,
+    /// Whole-VM watchdog; `None`: derived from the tests' timeouts.
+    pub watchdog: Option<Duration>,
+    /// Multiplies in-guest timeouts.
+    pub timeout_scale: f64,
+    /// Where logs go (created).
+    pub out_dir: PathBuf,
+}
+
+/// Boot allowance added to the sum of test timeouts for the watchdog.
+pub fn boot_allowance(accel: Accel) -> Duration {
+    match accel {
+        Accel::Kvm => Duration::from_secs(30),
+        Accel::Tcg => Duration::from_secs(90),
+    }
+}
+
+/// Default watchdog: boot allowance + every test's (scaled) timeout.
+pub fn default_watchdog(tests: &[SuiteTest], accel: Accel, scale: f64) -> Duration {
+    let tests: Duration = tests.iter().map(|t| t.timeout.mul_f64(scale)).sum();
+    boot_allowance(accel) + tests
+}
+
+/// Runs a cell. A KVM failure of the kind TCG does not have is retried
+/// once under TCG, and the result says so.
+pub async fn run(
+    spec: &CellSpec,
+    qemu: &Qemu,
+    bins: &GuestBins,
+    cancel: &CancellationToken,
+) -> Result<CellResult, CellError> {
+    let started = SystemTime::now();
+    std::fs::create_dir_all(&spec.out_dir).map_err(|source| CellError::Dir {
+        path: spec.out_dir.clone(),
+        source,
+    })?;
+    let tmp = tempfile::Builder::new()
+        .prefix("harness-cell-")
+        .tempdir()
+        .map_err(|source| CellError::Dir {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let (plan, files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
+    let initrd = tmp.path().join("initramfs.cpio");
+    Layout::guest(
+        &bins.path("guest-init").map_err(SuiteError::from)?,
+        plan.encode(),
+        &files,
+    )
+    .write_file(&initrd)?;
+
+    let mut accel = spec.accel;
+    let mut notes = Vec::new();
+    let out = loop {
+        let vm_spec = VmSpec {
+            accel,
+            topology: spec.topology.clone(),
+            kernel: spec.kernel_image.clone(),
+            initrd: initrd.clone(),
+            cmdline_extra: spec.cmdline_extra.clone(),
+            console_socket: tmp.path().join(format!("console-{}.sock", accel.name())),
+            results_socket: tmp.path().join(format!("results-{}.sock", accel.name())),
+            qmp_socket: tmp.path().join(format!("qmp-{}.sock", accel.name())),
+        };
+        let argv_line = crate::qemu::argv(&vm_spec)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let _ = std::fs::write(
+            spec.out_dir.join("qemu-argv.txt"),
+            format!("{} {argv_line}\n", qemu.path.display()),
+        );
+        let req = VmRequest {
+            qemu: qemu.clone(),
+            watchdog: spec
+                .watchdog
+                .unwrap_or_else(|| default_watchdog(&spec.tests, accel, spec.timeout_scale)),
+            spec: vm_spec,
+            console_log: spec.out_dir.join("console.log"),
+            results_log: spec.out_dir.join("results.ktap"),
+            limits: Limits::default(),
+        };
+        let out = crate::vm::run(&req, cancel).await?;
+        let kvm_failed = accel == Accel::Kvm
+            && matches!(out.end, VmEnd::QemuExited { .. })
+            && crate::host::is_kvm_failure(&out.qemu_stderr);
+        if kvm_failed {
+            let note = format!(
+                "KVM failed ({}); retried under TCG",
+                crate::vm::tail(out.qemu_stderr.trim(), 200)
+            );
+            tracing::warn!("{}: {note}", spec.name);
+            notes.push(note);
+            accel = Accel::Tcg;
+            continue;
+        }
+        break out;
+    };
+    let ktap = crate::ktap::parse(&out.results);
+    let console = crate::console::scan(&out.console);
+    if out.qmp_panicked {
+        notes.push("QMP reported GUEST_PANICKED".into());
+    }
+    Ok(CellResult {
+        name: spec.name.clone(),
+        kernel: spec.kernel_label.clone(),
+        topology: spec.topology_label.clone(),
+        suite: spec.suite_label.clone(),
+        accel: accel.name().into(),
+        qemu_version: qemu.version.clone(),
+        planned: spec.tests.iter().map(|t| t.name.clone()).collect(),
+        end: out.end,
+        ktap,
+        console,
+        console_log: Some(spec.out_dir.join("console.log")),
+        duration: started.elapsed().unwrap_or(out.elapsed),
+        started,
+        notes,
+    })
+}

@@ -1,0 +1,230 @@
+//! Facts about the host that the QEMU argv depends on: the QEMU binary and
+//! its version, and whether KVM really works. Probed once; the choice of
+//! accelerator from them is a pure function.
+
+use crate::qemu::Accel;
+use std::path::{Path, PathBuf};
+
+/// Errors finding QEMU.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// No QEMU binary.
+    #[error(
+        "{binary} not found (set HARNESS_QEMU or install it: apt-get install qemu-system-x86)"
+    )]
+    QemuMissing {
+        /// What was looked for.
+        binary: String,
+    },
+    /// QEMU did not answer `--version` sensibly.
+    #[error("{path} --version failed or printed no version: {detail}")]
+    QemuVersion {
+        /// The binary.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// QEMU is too old for the options we use.
+    #[error("{path} is QEMU {version}; need >= {MIN_QEMU_MAJOR}.0 (-accel, socket chardevs)")]
+    QemuTooOld {
+        /// The binary.
+        path: PathBuf,
+        /// Its version.
+        version: String,
+    },
+    /// `--accel kvm` asked for but KVM does not work here.
+    #[error("--accel kvm: {0}")]
+    KvmUnusable(String),
+}
+
+/// Oldest QEMU major version accepted.
+pub const MIN_QEMU_MAJOR: u32 = 6;
+
+/// The QEMU we run.
+#[derive(Debug, Clone)]
+pub struct Qemu {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// e.g. `7.2.19`.
+    pub version: String,
+}
+
+/// What `--accel` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccelChoice {
+    /// KVM where hardware KVM really works, else TCG.
+    Auto,
+    /// KVM or fail.
+    Kvm,
+    /// TCG always.
+    Tcg,
+}
+
+/// Whether KVM can be used, and if not, why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kvm {
+    /// /dev/kvm is usable and backed by a hardware module.
+    Usable,
+    /// Why not.
+    Unusable(String),
+}
+
+/// Finds QEMU (`$HARNESS_QEMU`, else `qemu-system-x86_64` on `PATH`) and its version.
+pub fn find_qemu() -> Result<Qemu, HostError> {
+    let binary = std::env::var("HARNESS_QEMU").unwrap_or_else(|_| "qemu-system-x86_64".into());
+    let path = if binary.contains('/') {
+        Some(PathBuf::from(&binary)).filter(|p| p.is_file())
+    } else {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(&binary))
+                .find(|p| p.is_file())
+        })
+    }
+    .ok_or(HostError::QemuMissing {
+        binary: binary.clone(),
+    })?;
+    let out = std::process::Command::new(&path)
+        .arg("--version")
+        .output()
+        .map_err(|e| HostError::QemuVersion {
+            path: path.clone(),
+            detail: e.to_string(),
+        })?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version = parse_qemu_version(&text).ok_or_else(|| HostError::QemuVersion {
+        path: path.clone(),
+        detail: text.lines().next().unwrap_or("").to_string(),
+    })?;
+    let major: u32 = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    if major < MIN_QEMU_MAJOR {
+        return Err(HostError::QemuTooOld { path, version });
+    }
+    Ok(Qemu { path, version })
+}
+
+/// `QEMU emulator version 7.2.19 (Debian ...)` -> `7.2.19`.
+pub fn parse_qemu_version(text: &str) -> Option<String> {
+    let rest = text.lines().next()?.split("version ").nth(1)?;
+    let v: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// Probes KVM: `/dev/kvm` must open read-write and a hardware module
+/// (`kvm_intel`/`kvm_amd`) must be loaded. A paravirtual KVM (as on these
+/// development machines) crashes stock kernels, so it does not count.
+pub fn probe_kvm() -> Kvm {
+    probe_kvm_at(Path::new("/dev/kvm"), Path::new("/sys/module"))
+}
+
+fn probe_kvm_at(dev: &Path, modules: &Path) -> Kvm {
+    if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open(dev) {
+        return Kvm::Unusable(format!("cannot open {}: {e}", dev.display()));
+    }
+    if ["kvm_intel", "kvm_amd"]
+        .iter()
+        .any(|m| modules.join(m).exists())
+    {
+        Kvm::Usable
+    } else {
+        Kvm::Unusable(format!(
+            "{} exists but no hardware KVM module (kvm_intel/kvm_amd) is loaded",
+            dev.display()
+        ))
+    }
+}
+
+/// Picks the accelerator; the note says why when `auto` fell back to TCG.
+pub fn choose_accel(choice: AccelChoice, kvm: &Kvm) -> Result<(Accel, Option<String>), HostError> {
+    match (choice, kvm) {
+        (AccelChoice::Tcg, _) => Ok((Accel::Tcg, None)),
+        (AccelChoice::Kvm | AccelChoice::Auto, Kvm::Usable) => Ok((Accel::Kvm, None)),
+        (AccelChoice::Kvm, Kvm::Unusable(why)) => Err(HostError::KvmUnusable(why.clone())),
+        (AccelChoice::Auto, Kvm::Unusable(why)) => Ok((
+            Accel::Tcg,
+            Some(format!("using TCG (software emulation, slower): {why}")),
+        )),
+    }
+}
+
+/// Whether QEMU's stderr shows KVM failing in a way TCG would not
+/// (then the cell is retried under TCG).
+pub fn is_kvm_failure(stderr: &str) -> bool {
+    [
+        "KVM internal error",
+        "failed to set MSR",
+        "kvm run failed",
+        "Could not access KVM kernel module",
+    ]
+    .iter()
+    .any(|p| stderr.contains(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qemu_version_lines() {
+        assert_eq!(
+            parse_qemu_version(
+                "QEMU emulator version 7.2.19 (Debian 1:7.2+dfsg-7+deb12u18)\nCopyright"
+            ),
+            Some("7.2.19".into())
+        );
+        assert_eq!(parse_qemu_version("garbage"), None);
+    }
+
+    #[test]
+    fn accel_choice_table() {
+        let no = Kvm::Unusable("no module".into());
+        assert_eq!(
+            choose_accel(AccelChoice::Tcg, &Kvm::Usable).unwrap(),
+            (Accel::Tcg, None)
+        );
+        assert_eq!(
+            choose_accel(AccelChoice::Auto, &Kvm::Usable).unwrap().0,
+            Accel::Kvm
+        );
+        let (a, note) = choose_accel(AccelChoice::Auto, &no).unwrap();
+        assert_eq!(a, Accel::Tcg);
+        assert!(note.unwrap().contains("no module"));
+        assert!(choose_accel(AccelChoice::Kvm, &no)
+            .unwrap_err()
+            .to_string()
+            .contains("no module"));
+    }
+
+    #[test]
+    fn kvm_probe_needs_device_and_hardware_module() {
+        let d = tempfile::tempdir().unwrap();
+        let dev = d.path().join("kvm");
+        assert!(
+            matches!(probe_kvm_at(&dev, d.path()), Kvm::Unusable(w) if w.contains("cannot open"))
+        );
+        std::fs::write(&dev, "").unwrap();
+        assert!(
+            matches!(probe_kvm_at(&dev, d.path()), Kvm::Unusable(w) if w.contains("no hardware KVM"))
+        );
+        std::fs::create_dir(d.path().join("kvm_amd")).unwrap();
+        assert_eq!(probe_kvm_at(&dev, d.path()), Kvm::Usable);
+    }
+
+    #[test]
+    fn kvm_failures_are_recognised() {
+        assert!(is_kvm_failure("KVM internal error. Suberror: 1"));
+        assert!(is_kvm_failure(
+            "qemu: error: failed to set MSR 0x10a to 0x0"
+        ));
+        assert!(!is_kvm_failure(
+            "qemu-system-x86_64: terminating on signal 15"
+        ));
+    }
+}

@@ -1,0 +1,275 @@
+//! QEMU command line: a pure function of the VM spec and host facts, built
+//! from one small function per concern (each returning `Vec<OsString>`), so
+//! the whole argv for a NUMA topology is snapshot-tested without a VM.
+
+use crate::topology::Topology;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// How QEMU executes guest code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accel {
+    /// Hardware virtualization.
+    Kvm,
+    /// Software emulation (multi-threaded TCG).
+    Tcg,
+}
+
+impl Accel {
+    /// `kvm` / `tcg`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Accel::Kvm => "kvm",
+            Accel::Tcg => "tcg",
+        }
+    }
+}
+
+/// Everything the argv depends on.
+#[derive(Debug, Clone)]
+pub struct VmSpec {
+    /// Accelerator.
+    pub accel: Accel,
+    /// NUMA topology.
+    pub topology: Topology,
+    /// bzImage / vmlinuz.
+    pub kernel: PathBuf,
+    /// newc initramfs.
+    pub initrd: PathBuf,
+    /// Extra kernel command line words (appended after ours).
+    pub cmdline_extra: Vec<String>,
+    /// Unix socket (harness listens) for the console serial port ttyS0.
+    pub console_socket: PathBuf,
+    /// Unix socket (harness listens) for the results serial port ttyS1.
+    pub results_socket: PathBuf,
+    /// Unix socket (harness listens) for QMP.
+    pub qmp_socket: PathBuf,
+}
+
+/// The kernel command line: console on ttyS0, panic reboots at once (QEMU
+/// exits because of `-no-reboot`), our init from the initramfs.
+pub fn kernel_cmdline(extra: &[String]) -> String {
+    let mut words = vec![
+        "console=ttyS0,115200",
+        "panic=-1",
+        "rdinit=/init",
+        "printk.time=1",
+        // A hung test must not stall the boot-time RNG wait of Rust's std.
+        "random.trust_cpu=on",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    words.extend(extra.iter().cloned());
+    words.join(" ")
+}
+
+fn os(parts: &[&str]) -> Vec<OsString> {
+    parts.iter().map(OsString::from).collect()
+}
+
+/// No default devices, no display, no network; QEMU exits on guest reboot.
+pub fn base_args() -> Vec<OsString> {
+    os(&[
+        "-nodefaults",
+        "-no-user-config",
+        "-display",
+        "none",
+        "-no-reboot",
+        "-machine",
+        "pc",
+    ])
+}
+
+/// Accelerator and CPU model (`host` needs KVM; `max` under TCG).
+pub fn accel_args(accel: Accel) -> Vec<OsString> {
+    match accel {
+        Accel::Kvm => os(&["-accel", "kvm", "-cpu", "host"]),
+        Accel::Tcg => os(&["-accel", "tcg", "-cpu", "max"]),
+    }
+}
+
+/// `-smp` and `-m` for the whole machine.
+pub fn smp_mem_args(t: &Topology) -> Vec<OsString> {
+    vec![
+        "-smp".into(),
+        format!("{},sockets={},cores=1,threads=1", t.cpus(), t.cpus()).into(),
+        "-m".into(),
+        format!("{}M", t.mem_mib()).into(),
+    ]
+}
+
+/// One memory backend per node with memory, `-numa node` per node (CPU
+/// ranges, memdev), and `-numa dist` for every ordered pair when declared.
+pub fn numa_args(t: &Topology) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    for (i, n) in t.nodes().iter().enumerate() {
+        if n.mem_mib > 0 {
+            a.push("-object".into());
+            a.push(format!("memory-backend-ram,id=mem{i},size={}M", n.mem_mib).into());
+        }
+    }
+    for (i, n) in t.nodes().iter().enumerate() {
+        let mut node = format!("node,nodeid={i}");
+        let cpus = t.node_cpus(i);
+        if !cpus.is_empty() {
+            node += &format!(",cpus={}-{}", cpus.start, cpus.end - 1);
+        }
+        if n.mem_mib > 0 {
+            node += &format!(",memdev=mem{i}");
+        }
+        a.push("-numa".into());
+        a.push(node.into());
+    }
+    if let Some(d) = t.distances() {
+        for (i, row) in d.iter().enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                if i != j {
+                    a.push("-numa".into());
+                    a.push(format!("dist,src={i},dst={j},val={v}").into());
+                }
+            }
+        }
+    }
+    a
+}
+
+/// Kernel, initramfs, command line.
+pub fn kernel_args(kernel: &Path, initrd: &Path, cmdline: &str) -> Vec<OsString> {
+    vec![
+        "-kernel".into(),
+        kernel.into(),
+        "-initrd".into(),
+        initrd.into(),
+        "-append".into(),
+        cmdline.into(),
+    ]
+}
+
+fn socket_chardev(id: &str, path: &Path) -> OsString {
+    let mut s = OsString::from(format!("socket,id={id},path="));
+    s.push(path);
+    s
+}
+
+/// ttyS0 = console, ttyS1 = KTAP results; both connect to the harness's
+/// listening sockets (so QEMU never races the harness for a port).
+pub fn serial_args(console: &Path, results: &Path) -> Vec<OsString> {
+    vec![
+        "-chardev".into(),
+        socket_chardev("console", console),
+        "-serial".into(),
+        "chardev:console".into(),
+        "-chardev".into(),
+        socket_chardev("results", results),
+        "-serial".into(),
+        "chardev:results".into(),
+    ]
+}
+
+/// QMP monitor on a client socket to the harness.
+pub fn qmp_args(qmp: &Path) -> Vec<OsString> {
+    vec![
+        "-chardev".into(),
+        socket_chardev("qmp", qmp),
+        "-mon".into(),
+        "chardev=qmp,mode=control".into(),
+    ]
+}
+
+/// isa-debug-exit (guest-init ends QEMU with a status) and pvpanic (a
+/// panic is reported as QMP `GUEST_PANICKED`).
+pub fn device_args() -> Vec<OsString> {
+    os(&[
+        "-device",
+        "isa-debug-exit,iobase=0xf4,iosize=0x04",
+        "-device",
+        "pvpanic",
+    ])
+}
+
+/// The whole argv (without the program name).
+pub fn argv(spec: &VmSpec) -> Vec<OsString> {
+    [
+        base_args(),
+        accel_args(spec.accel),
+        smp_mem_args(&spec.topology),
+        numa_args(&spec.topology),
+        kernel_args(
+            &spec.kernel,
+            &spec.initrd,
+            &kernel_cmdline(&spec.cmdline_extra),
+        ),
+        serial_args(&spec.console_socket, &spec.results_socket),
+        qmp_args(&spec.qmp_socket),
+        device_args(),
+    ]
+    .concat()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Node;
+
+    fn spec(t: Topology, accel: Accel) -> VmSpec {
+        VmSpec {
+            accel,
+            topology: t,
+            kernel: "/k/vmlinuz".into(),
+            initrd: "/c/initrd".into(),
+            cmdline_extra: vec!["quiet".into()],
+            console_socket: "/c/console.sock".into(),
+            results_socket: "/c/results.sock".into(),
+            qmp_socket: "/c/qmp.sock".into(),
+        }
+    }
+
+    fn line(a: &[OsString]) -> String {
+        a.iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn two_node_tcg_snapshot() {
+        let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M").unwrap();
+        assert_eq!(
+            line(&argv(&spec(t, Accel::Tcg))),
+            "-nodefaults -no-user-config -display none -no-reboot -machine pc \
+             -accel tcg -cpu max -smp 4,sockets=4,cores=1,threads=1 -m 1024M \
+             -object memory-backend-ram,id=mem0,size=512M -object memory-backend-ram,id=mem1,size=512M \
+             -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
+             -kernel /k/vmlinuz -initrd /c/initrd \
+             -append console=ttyS0,115200 panic=-1 rdinit=/init printk.time=1 random.trust_cpu=on quiet \
+             -chardev socket,id=console,path=/c/console.sock -serial chardev:console \
+             -chardev socket,id=results,path=/c/results.sock -serial chardev:results \
+             -chardev socket,id=qmp,path=/c/qmp.sock -mon chardev=qmp,mode=control \
+             -device isa-debug-exit,iobase=0xf4,iosize=0x04 -device pvpanic"
+        );
+    }
+
+    #[test]
+    fn distances_memoryless_and_cpuless_nodes() {
+        let n = |cpus, mem_mib| Node { cpus, mem_mib };
+        let d = vec![vec![10, 21, 31], vec![21, 10, 21], vec![31, 21, 10]];
+        let t = Topology::new(vec![n(2, 512), n(2, 0), n(0, 256)], Some(d)).unwrap();
+        assert_eq!(
+            line(&numa_args(&t)),
+            "-object memory-backend-ram,id=mem0,size=512M -object memory-backend-ram,id=mem2,size=256M \
+             -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3 -numa node,nodeid=2,memdev=mem2 \
+             -numa dist,src=0,dst=1,val=21 -numa dist,src=0,dst=2,val=31 -numa dist,src=1,dst=0,val=21 \
+             -numa dist,src=1,dst=2,val=21 -numa dist,src=2,dst=0,val=31 -numa dist,src=2,dst=1,val=21"
+        );
+        assert_eq!(
+            line(&smp_mem_args(&t)),
+            "-smp 4,sockets=4,cores=1,threads=1 -m 768M"
+        );
+    }
+
+    #[test]
+    fn kvm_uses_the_host_cpu() {
+        assert_eq!(line(&accel_args(Accel::Kvm)), "-accel kvm -cpu host");
+    }
+}

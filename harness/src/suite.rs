@@ -1,0 +1,237 @@
+//! Suites: named lists of guest binaries with their arguments and timeouts,
+//! turned into the guest's [`RunPlan`] plus the files the initramfs needs.
+//! Every run starts with the `topology` check of the declared topology.
+
+use crate::guestbin::{GuestBinError, GuestBins};
+use crate::topology::Topology;
+use guest_tests::plan::{PlannedTest, RunPlan, BIN_DIR, PLAN_VERSION};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Errors resolving a suite.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// No such suite.
+    #[error("unknown suite {name:?}; known suites: {}", known.join(", "))]
+    Unknown {
+        /// Asked for.
+        name: String,
+        /// What exists.
+        known: Vec<&'static str>,
+    },
+    /// A binary problem.
+    #[error(transparent)]
+    Bin(#[from] GuestBinError),
+    /// A user binary has a name the guest cannot use.
+    #[error("guest binary {path}: file name {name:?} must be 1-64 characters of [A-Za-z0-9._-]")]
+    BadName {
+        /// The file.
+        path: PathBuf,
+        /// The name.
+        name: String,
+    },
+}
+
+/// Where a test's executable comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Binary {
+    /// One of ours, by name.
+    Builtin(&'static str),
+    /// A user-supplied static binary (`--guest-bin`).
+    Host(PathBuf),
+}
+
+/// One top-level test of a suite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteTest {
+    /// KTAP name.
+    pub name: String,
+    /// Executable.
+    pub binary: Binary,
+    /// Arguments.
+    pub args: Vec<String>,
+    /// Timeout inside the guest.
+    pub timeout: Duration,
+}
+
+impl SuiteTest {
+    fn builtin(name: &'static str, args: &[&str], secs: u64) -> SuiteTest {
+        SuiteTest {
+            name: name.into(),
+            binary: Binary::Builtin(name),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            timeout: Duration::from_secs(secs),
+        }
+    }
+}
+
+/// Names of the built-in suites.
+pub const SUITES: &[&str] = &[
+    "smoke",
+    "futex",
+    "none",
+    "fault-panic",
+    "fault-hang",
+    "fault-garbage",
+];
+
+/// The futex test binaries, in run order.
+pub const FUTEX_BINARIES: &[&str] = &[
+    "futex-prctl",
+    "futex-resize",
+    "futex-immutable",
+    "futex-numa",
+    "futex-mpol",
+];
+
+/// The tests of a built-in suite. `expect` is the `--expect` string for
+/// the futex binaries (`None`: they derive it from the guest's `uname`).
+pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, SuiteError> {
+    let t = SuiteTest::builtin;
+    Ok(match name {
+        "smoke" => vec![t("smoke", &[], 60)],
+        "futex" => FUTEX_BINARIES
+            .iter()
+            .map(|b| {
+                let mut s = t(b, &[], 600);
+                if let Some(e) = expect {
+                    s.args = vec!["--expect".into(), e.into()];
+                }
+                s
+            })
+            .collect(),
+        "none" => vec![],
+        // Fault-injection suites: what the harness must survive and report.
+        "fault-panic" => vec![
+            t("smoke", &[], 60),
+            named("panic", "fault", &["panic"], 60),
+            t("smoke", &[], 60),
+        ],
+        "fault-hang" => vec![named("hang", "fault", &["hang"], 3), t("smoke", &[], 60)],
+        "fault-garbage" => vec![
+            named("garbage", "fault", &["garbage"], 30),
+            t("smoke", &[], 60),
+        ],
+        _ => {
+            return Err(SuiteError::Unknown {
+                name: name.into(),
+                known: SUITES.to_vec(),
+            })
+        }
+    })
+}
+
+fn named(name: &str, bin: &'static str, args: &[&str], secs: u64) -> SuiteTest {
+    SuiteTest {
+        name: name.into(),
+        binary: Binary::Builtin(bin),
+        args: args.iter().map(|s| s.to_string()).collect(),
+        timeout: Duration::from_secs(secs),
+    }
+}
+
+/// A user binary as one test named after its file.
+pub fn user_binary(path: PathBuf, timeout: Duration) -> Result<SuiteTest, SuiteError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+    if !ok {
+        return Err(SuiteError::BadName { path, name });
+    }
+    crate::guestbin::check_static(&path)?;
+    Ok(SuiteTest {
+        name,
+        binary: Binary::Host(path),
+        args: vec![],
+        timeout,
+    })
+}
+
+/// The topology check that opens every run.
+pub fn topology_check(t: &Topology) -> SuiteTest {
+    SuiteTest {
+        name: "topology".into(),
+        binary: Binary::Builtin("topology"),
+        args: vec!["--nodes".into(), t.check_arg()],
+        timeout: Duration::from_secs(60),
+    }
+}
+
+/// Bytes of output kept per binary in the guest.
+pub const MAX_OUTPUT_BYTES: u64 = 8 << 20;
+
+/// The plan and the (guest file name, host path) pairs to pack.
+pub fn plan(
+    tests: &[SuiteTest],
+    bins: &GuestBins,
+    timeout_scale: f64,
+) -> Result<(RunPlan, Vec<(String, PathBuf)>), SuiteError> {
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    let mut planned = Vec::new();
+    for t in tests {
+        let (file, host) = match &t.binary {
+            Binary::Builtin(b) => (b.to_string(), bins.path(b)?),
+            Binary::Host(p) => (format!("user-{}", t.name), p.clone()),
+        };
+        if !files.iter().any(|(f, _)| *f == file) {
+            files.push((file.clone(), host));
+        }
+        planned.push(PlannedTest {
+            name: t.name.clone(),
+            path: format!("{BIN_DIR}/{file}"),
+            args: t.args.clone(),
+            env: vec![],
+            timeout_ms: (t.timeout.as_millis() as f64 * timeout_scale) as u64,
+            max_output_bytes: MAX_OUTPUT_BYTES,
+        });
+    }
+    Ok((
+        RunPlan {
+            version: PLAN_VERSION,
+            tests: planned,
+        },
+        files,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_suite_lists_the_known_ones() {
+        let e = builtin("smok", None).unwrap_err().to_string();
+        assert!(e.contains("\"smok\"") && e.contains("smoke, futex"), "{e}");
+    }
+
+    #[test]
+    fn futex_suite_passes_expectations() {
+        let s = builtin("futex", Some("numa=1")).unwrap();
+        assert_eq!(s.len(), FUTEX_BINARIES.len());
+        assert!(s.iter().all(|t| t.args == ["--expect", "numa=1"]));
+        assert!(builtin("futex", None)
+            .unwrap()
+            .iter()
+            .all(|t| t.args.is_empty()));
+    }
+
+    #[test]
+    fn topology_check_declares_every_node() {
+        let t = Topology::parse_spec("nodes=2,cpus=1,mem=256M").unwrap();
+        assert_eq!(topology_check(&t).args, ["--nodes", "0:0:256M,1:1:256M"]);
+    }
+
+    #[test]
+    fn user_binaries_need_sane_names_and_static_elf() {
+        let e = user_binary("/bin/sh".into(), Duration::from_secs(1)).unwrap_err();
+        assert!(e.to_string().contains("dynamically linked"), "{e}");
+        let e = user_binary("/tmp/a b".into(), Duration::from_secs(1)).unwrap_err();
+        assert!(e.to_string().contains("must be 1-64 characters"), "{e}");
+    }
+}

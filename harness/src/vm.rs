@@ -1,0 +1,473 @@
+//! Runs one VM: the only module that spawns QEMU.
+//!
+//! The harness listens on three Unix sockets in the cell's private temp dir
+//! (console, results, QMP) before QEMU starts; QEMU connects to them, so
+//! there are no ports to race for and no predictable paths. Console and
+//! results are read live and bounded; a kernel panic on the console or a
+//! QMP `GUEST_PANICKED` ends the run in seconds; a watchdog and the cancel
+//! token bound the rest. QEMU runs in its own process group with
+//! `PR_SET_PDEATHSIG`, is registered in [`crate::procs`], and is killed on
+//! every exit path.
+
+use crate::host::Qemu;
+use crate::qemu::{argv, VmSpec};
+use crate::result::VmEnd;
+use futures::StreamExt;
+use guest_tests::plan::GuestExit;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Errors that stop a VM from starting at all.
+#[derive(Debug, thiserror::Error)]
+pub enum VmError {
+    /// A socket could not be created.
+    #[error("cannot listen on {path}: {source}")]
+    Listen {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// QEMU could not be spawned.
+    #[error("cannot start {qemu}: {source}")]
+    Spawn {
+        /// Binary.
+        qemu: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A log file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Log {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Bounds on what the guest may make us keep.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Console bytes kept (in memory and in the log); the tail is kept too.
+    pub console_bytes: usize,
+    /// KTAP bytes kept.
+    pub results_bytes: usize,
+    /// After a panic is seen, how long QEMU gets to exit by itself.
+    pub panic_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            console_bytes: 32 << 20,
+            results_bytes: 64 << 20,
+            panic_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct VmRequest {
+    /// The QEMU binary.
+    pub qemu: Qemu,
+    /// The machine.
+    pub spec: VmSpec,
+    /// Wall-clock limit for the whole VM.
+    pub watchdog: Duration,
+    /// Where the console log goes (written live).
+    pub console_log: PathBuf,
+    /// Where the raw KTAP stream goes (written live).
+    pub results_log: PathBuf,
+    /// Bounds.
+    pub limits: Limits,
+}
+
+/// What a VM produced.
+#[derive(Debug, Clone)]
+pub struct VmOutput {
+    /// How it ended.
+    pub end: VmEnd,
+    /// Console bytes (bounded).
+    pub console: Vec<u8>,
+    /// KTAP bytes (bounded).
+    pub results: Vec<u8>,
+    /// Tail of QEMU's stderr.
+    pub qemu_stderr: String,
+    /// QEMU's exit status (negative: killed by that signal).
+    pub status: Option<i32>,
+    /// Whether QMP reported GUEST_PANICKED.
+    pub qmp_panicked: bool,
+    /// Wall-clock time.
+    pub elapsed: Duration,
+}
+
+const PANIC_LINE: &[u8] = b"Kernel panic - not syncing";
+
+/// A bounded capture: the first `limit` bytes, then only a sliding tail.
+struct Capture {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    dropped: u64,
+    limit: usize,
+}
+
+impl Capture {
+    fn new(limit: usize) -> Self {
+        Capture {
+            head: Vec::new(),
+            tail: Vec::new(),
+            dropped: 0,
+            limit,
+        }
+    }
+
+    fn push(&mut self, b: &[u8]) {
+        let room = self.limit.saturating_sub(self.head.len());
+        let (h, rest) = b.split_at(room.min(b.len()));
+        self.head.extend_from_slice(h);
+        if rest.is_empty() {
+            return;
+        }
+        let tail_max = (self.limit / 8).max(4096);
+        self.tail.extend_from_slice(rest);
+        if self.tail.len() > tail_max {
+            let cut = self.tail.len() - tail_max;
+            self.dropped += cut as u64;
+            self.tail.drain(..cut);
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.dropped > 0 {
+            self.head.extend_from_slice(
+                format!(
+                    "\n[harness: {} bytes dropped here: output limit]\n",
+                    self.dropped
+                )
+                .as_bytes(),
+            );
+        }
+        self.head.extend_from_slice(&self.tail);
+        self.head
+    }
+}
+
+/// Accepts one connection and copies it into a capture and a log file
+/// (the file is bounded like the capture). `panic_tx` is set when the
+/// console shows a panic.
+async fn serial_reader(
+    listener: UnixListener,
+    log: tokio::fs::File,
+    limit: usize,
+    panic_tx: Option<watch::Sender<bool>>,
+) -> Vec<u8> {
+    let mut cap = Capture::new(limit);
+    let Ok((mut stream, _)) = listener.accept().await else {
+        return cap.finish();
+    };
+    let mut log = tokio::io::BufWriter::new(log);
+    let mut logged = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut window: Vec<u8> = Vec::new();
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let chunk = &buf[..n];
+        cap.push(chunk);
+        if logged < limit {
+            let take = (limit - logged).min(n);
+            // A full disk must not stop the run; the capture still has it.
+            let _ = log.write_all(&chunk[..take]).await;
+            let _ = log.flush().await;
+            logged += take;
+        }
+        if let Some(tx) = &panic_tx {
+            // Search across chunk boundaries with a small overlap window.
+            window.extend_from_slice(chunk);
+            if window.windows(PANIC_LINE.len()).any(|w| w == PANIC_LINE) {
+                let _ = tx.send(true);
+            }
+            let keep = PANIC_LINE.len();
+            if window.len() > keep {
+                window.drain(..window.len() - keep);
+            }
+        }
+    }
+    let _ = log.flush().await;
+    cap.finish()
+}
+
+/// Speaks QMP: records GUEST_PANICKED, and sends `quit` when asked.
+async fn qmp_session(
+    listener: UnixListener,
+    panic_tx: watch::Sender<bool>,
+    mut quit_rx: tokio::sync::mpsc::Receiver<()>,
+    qmp_panicked: Arc<std::sync::atomic::AtomicBool>,
+) {
+    let Ok((stream, _)) = listener.accept().await else {
+        return;
+    };
+    let Ok(neg) = qapi::futures::QmpStreamTokio::open(stream).await else {
+        return;
+    };
+    let Ok(qmp) = neg.negotiate().await else {
+        return;
+    };
+    let (service, mut events) = qmp.into_parts();
+    loop {
+        tokio::select! {
+            ev = events.next() => match ev {
+                Some(Ok(qapi::qmp::Event::GUEST_PANICKED { .. })) => {
+                    qmp_panicked.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = panic_tx.send(true);
+                }
+                Some(Ok(ev)) => tracing::debug!(?ev, "QMP event"),
+                Some(Err(e)) => {
+                    tracing::debug!(%e, "QMP stream error");
+                    break;
+                }
+                None => break,
+            },
+            Some(()) = quit_rx.recv() => {
+                tokio::spawn(service.execute(qapi::qmp::quit {}));
+            }
+        }
+    }
+}
+
+fn listen(path: &Path) -> Result<UnixListener, VmError> {
+    UnixListener::bind(path).map_err(|source| VmError::Listen {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+async fn create_log(path: &Path) -> Result<tokio::fs::File, VmError> {
+    tokio::fs::File::create(path)
+        .await
+        .map_err(|source| VmError::Log {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Why the wait for QEMU stopped.
+enum Stop {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    Watchdog,
+    Cancelled,
+    Panicked,
+}
+
+/// Runs the VM to its end. Only setup failures are errors; everything the
+/// guest does (panic, hang, garbage) is a [`VmEnd`].
+pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput, VmError> {
+    let spec = &req.spec;
+    let console_l = listen(&spec.console_socket)?;
+    let results_l = listen(&spec.results_socket)?;
+    let qmp_l = listen(&spec.qmp_socket)?;
+    let console_log = create_log(&req.console_log).await?;
+    let results_log = create_log(&req.results_log).await?;
+
+    let mut cmd = tokio::process::Command::new(&req.qemu.path);
+    cmd.args(argv(spec))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let mut child = cmd.spawn().map_err(|source| VmError::Spawn {
+        qemu: req.qemu.path.clone(),
+        source,
+    })?;
+    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
+    crate::procs::register(pgid);
+
+    let (panic_tx, mut panic_rx) = watch::channel(false);
+    let (quit_tx, quit_rx) = tokio::sync::mpsc::channel(1);
+    let qmp_panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let console_task = tokio::spawn(serial_reader(
+        console_l,
+        console_log,
+        req.limits.console_bytes,
+        Some(panic_tx.clone()),
+    ));
+    let results_task = tokio::spawn(serial_reader(
+        results_l,
+        results_log,
+        req.limits.results_bytes,
+        None,
+    ));
+    let qmp_task = tokio::spawn(qmp_session(qmp_l, panic_tx, quit_rx, qmp_panicked.clone()));
+    let mut stderr = child.stderr.take();
+    let stderr_task = tokio::spawn(async move {
+        let mut cap = Capture::new(16 * 1024);
+        if let Some(s) = stderr.as_mut() {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = s.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                cap.push(&buf[..n]);
+            }
+        }
+        String::from_utf8_lossy(&cap.finish()).into_owned()
+    });
+
+    let stop = tokio::select! {
+        st = child.wait() => Stop::Exited(st),
+        _ = tokio::time::sleep(req.watchdog) => Stop::Watchdog,
+        _ = cancel.cancelled() => Stop::Cancelled,
+        _ = panic_rx.wait_for(|p| *p) => Stop::Panicked,
+    };
+    let status = match stop {
+        Stop::Exited(ref st) => st.as_ref().ok().copied(),
+        Stop::Panicked => {
+            // panic=-1 and -no-reboot: QEMU should exit on its own at once.
+            match tokio::time::timeout(req.limits.panic_grace, child.wait()).await {
+                Ok(st) => st.ok(),
+                Err(_) => kill_and_reap(&mut child, pgid).await,
+            }
+        }
+        Stop::Watchdog | Stop::Cancelled => {
+            let _ = quit_tx.try_send(());
+            match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                Ok(st) => st.ok(),
+                Err(_) => kill_and_reap(&mut child, pgid).await,
+            }
+        }
+    };
+    // Anything left in QEMU's group (nothing, normally) goes too.
+    crate::procs::kill_group(pgid);
+    crate::procs::unregister(pgid);
+    let elapsed = start.elapsed();
+
+    let drain = Duration::from_secs(3);
+    let console = join_or_empty(console_task, drain).await;
+    let results = join_or_empty(results_task, drain).await;
+    qmp_task.abort();
+    let qemu_stderr = tokio::time::timeout(drain, stderr_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+
+    let code = status.map(|s| {
+        use std::os::unix::process::ExitStatusExt;
+        s.code().unwrap_or_else(|| -s.signal().unwrap_or(0))
+    });
+    let qmp_panicked = qmp_panicked.load(std::sync::atomic::Ordering::SeqCst);
+    let console_panicked = console.windows(PANIC_LINE.len()).any(|w| w == PANIC_LINE);
+    let end = match stop {
+        Stop::Cancelled => VmEnd::Interrupted,
+        Stop::Watchdog => VmEnd::Watchdog(req.watchdog),
+        _ if qmp_panicked || console_panicked => VmEnd::KernelPanic,
+        _ => match code.and_then(GuestExit::from_qemu_status) {
+            Some(GuestExit::Finished) => VmEnd::Finished,
+            Some(GuestExit::BadPlan) => {
+                VmEnd::InitError("guest-init could not read the run plan".into())
+            }
+            Some(GuestExit::InitError) => {
+                VmEnd::InitError("guest-init failed (see the console log)".into())
+            }
+            None => VmEnd::QemuExited {
+                status: code.unwrap_or(-1),
+                stderr: tail(&qemu_stderr, 2000),
+            },
+        },
+    };
+    Ok(VmOutput {
+        end,
+        console,
+        results,
+        qemu_stderr,
+        status: code,
+        qmp_panicked,
+        elapsed,
+    })
+}
+
+async fn kill_and_reap(
+    child: &mut tokio::process::Child,
+    pgid: i32,
+) -> Option<std::process::ExitStatus> {
+    crate::procs::kill_group(pgid);
+    let _ = child.start_kill();
+    child.wait().await.ok()
+}
+
+async fn join_or_empty(task: tokio::task::JoinHandle<Vec<u8>>, limit: Duration) -> Vec<u8> {
+    let abort = task.abort_handle();
+    match tokio::time::timeout(limit, task).await {
+        Ok(Ok(v)) => v,
+        _ => {
+            abort.abort();
+            Vec::new()
+        }
+    }
+}
+
+/// The last `max` bytes of `s` (on a char boundary).
+pub fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut i = s.len() - max;
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    s[i..].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_keeps_head_and_tail_and_says_what_it_dropped() {
+        let mut c = Capture::new(8192);
+        c.push(&[b'a'; 8192]);
+        c.push(&[b'b'; 10000]);
+        c.push(b"END");
+        let out = c.finish();
+        assert!(out.starts_with(&[b'a'; 8192]));
+        assert!(out.ends_with(b"bbbEND"));
+        let s = String::from_utf8_lossy(&out);
+        assert!(
+            s.contains("[harness: 5907 bytes dropped here: output limit]"),
+            "{}",
+            &s[8192..8300]
+        );
+        assert_eq!(
+            out.len(),
+            8192 + 4096 + "\n[harness: 5907 bytes dropped here: output limit]\n".len()
+        );
+    }
+
+    #[test]
+    fn tail_respects_char_boundaries() {
+        assert_eq!(tail("héllo", 4), "llo");
+        assert_eq!(tail("abc", 10), "abc");
+    }
+}
