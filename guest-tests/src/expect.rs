@@ -93,9 +93,11 @@ impl Expect {
                         }
                     }
                 }
-                _ => return Err(format!(
+                _ => {
+                    return Err(format!(
                     "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth"
-                )),
+                ))
+                }
             }
         }
         Ok(e)
