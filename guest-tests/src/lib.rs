@@ -10,6 +10,8 @@
 
 pub mod cases;
 pub mod expect;
+pub mod init;
 pub mod ktap;
 pub mod plan;
 pub mod sys;
+pub mod topology;

@@ -1,1 +1,84 @@
-fn main() {}
+//! `guest-init`: the static PID 1 of the test initramfs.
+//!
+//! Boot order is the order of [`run`]: mount the pseudo filesystems, log to
+//! `/dev/kmsg`, open the results port in raw mode, decode the run plan, run
+//! every planned binary as one KTAP subtest (see `guest_tests::init`), sync,
+//! end the VM. No step may panic: every path, errors included, ends the VM
+//! with a [`GuestExit`] status the host can tell apart.
+//!
+//! CLI: none. It refuses to run unless it is PID 1, so starting it by
+//! mistake on a host does nothing.
+
+#[path = "guest-init/boot.rs"]
+mod boot;
+#[path = "guest-init/vm.rs"]
+mod vm;
+
+use boot::{Log, ResultsPort};
+use guest_tests::init::report;
+use guest_tests::init::runner::{self, Options};
+use guest_tests::plan::{GuestExit, RunPlan, BIN_DIR, PLAN_PATH, RESULTS_PORT};
+
+fn main() {
+    if std::process::id() != 1 {
+        eprintln!("guest-init: not PID 1; this is the test VM's init, refusing to run");
+        std::process::exit(2);
+    }
+    std::panic::set_hook(Box::new(|info| {
+        let msg = format!("guest-init panicked: {info}");
+        Log::emergency(&msg);
+        vm::end(GuestExit::InitError)
+    }));
+    let mut log = Log::new();
+    let mut port = None;
+    let exit = match run(&mut log, &mut port) {
+        Ok(exit) => exit,
+        Err(e) => {
+            log.line(&format!("error: {e}"));
+            GuestExit::InitError
+        }
+    };
+    if let Some(p) = &port {
+        p.drain();
+    }
+    log.line(&format!("ending the VM: {exit:?} ({:#x})", exit as u8));
+    vm::end(exit)
+}
+
+/// The boot, step by step. Leaves the results port in `port` so `main`
+/// can drain it on every path.
+fn run(log: &mut Log, port: &mut Option<ResultsPort>) -> Result<GuestExit, String> {
+    boot::mount_all(log)?;
+    log.open_kmsg();
+    log.line("pseudo filesystems mounted");
+    boot::unlimit_kmsg(log);
+
+    let results = port.insert(ResultsPort::open(RESULTS_PORT)?);
+    log.line(&format!("results port {RESULTS_PORT} in raw mode"));
+
+    let plan = match std::fs::read(PLAN_PATH)
+        .map_err(|e| format!("cannot read: {e}"))
+        .and_then(|b| RunPlan::decode(&b))
+    {
+        Ok(plan) => plan,
+        Err(e) => {
+            log.line(&format!("bad run plan {PLAN_PATH}: {e}"));
+            for line in report::bad_plan_doc(&e) {
+                results.write_line(&line)?;
+            }
+            return Ok(GuestExit::BadPlan);
+        }
+    };
+    log.line(&format!("run plan: {} test(s)", plan.tests.len()));
+
+    let opts = Options {
+        path_env: BIN_DIR.to_string(),
+        reap_orphans: true,
+        ..Options::default()
+    };
+    let runs = runner::run_plan(&plan, &opts, results, log.kmsg())
+        .map_err(|e| format!("writing results to {RESULTS_PORT}: {e}"))?;
+    let verdicts: Vec<_> = runs.iter().map(|r| r.ending.verdict()).collect();
+    log.line(report::totals_line(&verdicts).trim_start_matches("# "));
+    Ok(GuestExit::Finished)
+}

@@ -1,0 +1,15 @@
+//! The core of `guest-init` that does not need to be PID 1.
+//!
+//! [`lines`] and [`report`] are pure (line splitting, sanitizing, KTAP
+//! detection, result lines); [`runner`] spawns each planned binary in its own
+//! process group, forwards its output live and judges its ending. The binary
+//! `guest-init` adds only what needs PID 1 (mounts, the results port, ending
+//! the VM), so everything here is tested on the host with real processes.
+//!
+//! Architecture invariant: nothing in this module mounts, reboots, touches
+//! I/O ports or reaps processes it did not start (unless asked to through
+//! [`runner::Options::reap_orphans`]).
+
+pub mod lines;
+pub mod report;
+pub mod runner;

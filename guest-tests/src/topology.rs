@@ -1,0 +1,1 @@
+//! Declared vs seen NUMA topology.
