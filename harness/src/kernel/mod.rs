@@ -1,4 +1,5 @@
 //! Kernel images: where a bootable bzImage comes from.
 
+pub mod apt;
 pub mod cache;
 pub mod debian;
