@@ -2,4 +2,5 @@
 
 pub mod apt;
 pub mod cache;
+pub mod deb;
 pub mod debian;
