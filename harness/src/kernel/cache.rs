@@ -263,6 +263,11 @@ impl<R> HashingReader<R> {
         &mut self.inner
     }
 
+    /// Lower-case hex SHA-256 and byte count of what was read so far.
+    pub fn current(&self) -> (String, u64) {
+        (hex::encode(self.hasher.clone().finalize()), self.count)
+    }
+
     /// Lower-case hex SHA-256 and byte count of everything read.
     pub fn finish(self) -> (String, u64) {
         (hex::encode(self.hasher.finalize()), self.count)
