@@ -162,6 +162,9 @@ impl Cache {
             .map_err(io_err("create temporary file in", &dir))?;
         produce(tmp.as_file_mut()).map_err(WriteError::Producer)?;
         let file = tmp.as_file_mut();
+        // Readable like any cache file (tempfile creates 0600).
+        file.set_permissions(perm_0644())
+            .map_err(io_err("chmod", &dest))?;
         file.flush().map_err(io_err("flush", &dest))?;
         file.sync_all().map_err(io_err("fsync", &dest))?;
         tmp.persist(&dest)
@@ -203,6 +206,10 @@ impl Drop for CacheLock {
     fn drop(&mut self) {
         let _ = fs4::FileExt::unlock(&self.file);
     }
+}
+
+fn perm_0644() -> fs::Permissions {
+    std::os::unix::fs::PermissionsExt::from_mode(0o644)
 }
 
 fn sanitize_key(key: &str) -> String {
