@@ -1,1 +1,243 @@
-fn main() {}
+//! `harness`: boot kernels under QEMU in NUMA topologies, run KTAP guest
+//! tests, write JUnit. The only place that uses `anyhow` and maps errors to
+//! exit codes.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use harness::cell::CellSpec;
+use harness::guestbin::GuestBins;
+use harness::host::{self, AccelChoice};
+use harness::kernelspec::KernelSpec;
+use harness::suite::{self, SuiteTest};
+use harness::topology::Topology;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Exit status when every result is as expected.
+const EXIT_OK: u8 = 0;
+/// Exit status when a test failed (or the VM died under a test).
+const EXIT_TESTS_FAILED: u8 = 1;
+/// Exit status for bad command lines and bad input files.
+const EXIT_USAGE: u8 = 2;
+/// Exit status when the infrastructure failed (QEMU missing, download failed, ...).
+const EXIT_INFRA: u8 = 69;
+/// Exit status after SIGINT/SIGTERM.
+const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Parser)]
+#[command(name = "harness", version, about = "Boot Linux kernels in QEMU NUMA topologies and run futex tests, reporting JUnit")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Boot one kernel in one topology and run a suite.
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Kernel: `debian:<version>` (Debian's prebuilt cloud kernel) or `path:<bzImage>`.
+    #[arg(long)]
+    kernel: String,
+    /// Topology: `nodes=N,cpus=C,mem=SIZE[,distance=D]` (C vCPUs and SIZE memory per node).
+    #[arg(long, default_value = "nodes=1,cpus=2,mem=512M")]
+    topology: String,
+    /// Built-in suite (smoke, futex, none, fault-*).
+    #[arg(long, default_value = "smoke")]
+    suite: String,
+    /// A static KTAP-speaking (or plain) guest binary to run too; repeatable.
+    #[arg(long = "guest-bin", value_name = "PATH")]
+    guest_bins: Vec<PathBuf>,
+    /// Timeout for each --guest-bin, in seconds.
+    #[arg(long, default_value_t = 120)]
+    guest_bin_timeout: u64,
+    /// JUnit XML output (default: <out>/junit.xml).
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Directory for console logs, raw KTAP and QEMU's argv.
+    #[arg(long, default_value = "harness-out")]
+    out: PathBuf,
+    /// Accelerator: auto uses KVM only where hardware KVM really works.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    accel: AccelChoice,
+    /// Whole-VM watchdog in seconds (default: boot allowance + test timeouts).
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// Multiply every in-guest timeout by this factor.
+    #[arg(long, default_value_t = 1.0)]
+    timeout_scale: f64,
+    /// Extra kernel command line words.
+    #[arg(long, allow_hyphen_values = true)]
+    append: Option<String>,
+    /// Expected kernel features for the futex suites (`numa=1,private_hash=0,...`);
+    /// default: from the kernel version's row of the ABI table.
+    #[arg(long)]
+    expect: Option<String>,
+    /// Skip the topology check.
+    #[arg(long)]
+    no_topology_check: bool,
+    /// Debian mirror for `debian:` kernels (default: $HARNESS_DEBIAN_MIRROR,
+    /// else the machine's apt configuration).
+    #[arg(long, value_name = "URL")]
+    debian_mirror: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("harness: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_INFRA);
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Run(args) => run(args).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("harness: error: {e:#}");
+            ExitCode::from(exit_code_for(&e))
+        }
+    }
+}
+
+/// Usage errors (bad specs, unknown suites) vs infrastructure errors.
+fn exit_code_for(e: &anyhow::Error) -> u8 {
+    let usage = e.chain().any(|c| {
+        c.is::<harness::topology::TopologyError>()
+            || c.is::<harness::kernelspec::KernelSpecError>()
+            || matches!(c.downcast_ref::<harness::suite::SuiteError>(), Some(harness::suite::SuiteError::Unknown { .. } | harness::suite::SuiteError::BadName { .. }))
+    });
+    if usage {
+        EXIT_USAGE
+    } else {
+        EXIT_INFRA
+    }
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<u8> {
+    let topology = Topology::parse_spec(&args.topology)?;
+    let kernel = KernelSpec::parse(&args.kernel)?;
+    let expect = args.expect.clone().or_else(|| {
+        kernel
+            .version()
+            .map(|v| guest_tests::expect::Expect::for_release(v).encode())
+    });
+    let mut tests: Vec<SuiteTest> = Vec::new();
+    if !args.no_topology_check {
+        tests.push(suite::topology_check(&topology));
+    }
+    tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
+    for p in &args.guest_bins {
+        tests.push(suite::user_binary(p.clone(), Duration::from_secs(args.guest_bin_timeout))?);
+    }
+
+    let qemu = host::find_qemu()?;
+    let (accel, note) = host::choose_accel(args.accel, &host::probe_kvm())?;
+    if let Some(n) = note {
+        eprintln!("harness: {n}");
+    }
+    eprintln!("harness: building guest binaries");
+    let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build).await??;
+    let image = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
+
+    let cancel = CancellationToken::new();
+    harness::signals::install(cancel.clone()).context("installing signal handlers")?;
+    let name = format!("{}/{}/{}", sanitize(&args.kernel), topology, args.suite);
+    let spec = CellSpec {
+        out_dir: args.out.join(name.replace('/', "_")),
+        name,
+        kernel_label: args.kernel.clone(),
+        kernel_image: image,
+        topology_label: args.topology.clone(),
+        topology,
+        suite_label: args.suite.clone(),
+        tests,
+        accel,
+        cmdline_extra: args
+            .append
+            .as_deref()
+            .map(|a| a.split_whitespace().map(String::from).collect())
+            .unwrap_or_default(),
+        watchdog: args.timeout.map(Duration::from_secs),
+        timeout_scale: args.timeout_scale,
+    };
+    eprintln!("harness: booting {} under {} ({})", spec.name, accel.name(), qemu.version);
+    let cell = harness::cell::run(&spec, &qemu, &bins, &cancel).await?;
+    let junit_path = args.junit.clone().unwrap_or_else(|| spec.out_dir.join("junit.xml"));
+    let report = harness::junit::report("harness run", std::slice::from_ref(&cell));
+    harness::junit::write_atomic(&report, &junit_path)?;
+
+    let cases = harness::verdict::cases(&cell);
+    let counts = harness::verdict::counts(&cases);
+    for c in &cases {
+        match &c.status {
+            harness::verdict::CaseStatus::Pass => println!("PASS {}", c.name),
+            harness::verdict::CaseStatus::Skip(r) => println!("SKIP {} ({r})", c.name),
+            harness::verdict::CaseStatus::Fail { message, .. } => println!("FAIL {}: {message}", c.name),
+        }
+    }
+    println!(
+        "{}: {} in {:.1} s under {}; console log {}",
+        cell.name,
+        harness::verdict::describe(&cell.end),
+        cell.duration.as_secs_f64(),
+        cell.accel,
+        spec.out_dir.join("console.log").display()
+    );
+    println!("JUnit: {}", junit_path.display());
+    println!("{} passed, {} failed, {} skipped", counts.pass, counts.fail, counts.skip);
+    if cancel.is_cancelled() {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    Ok(if counts.fail == 0 && !cases.is_empty() { EXIT_OK } else { EXIT_TESTS_FAILED })
+}
+
+/// A cell name component: no `/`, no spaces.
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .collect()
+}
+
+/// A bootable image for the spec: a local file, or Debian's package
+/// (fetched, verified and cached; a progress bar while downloading).
+async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> anyhow::Result<PathBuf> {
+    let version = match k {
+        KernelSpec::Path(p) => return Ok(p.clone()),
+        KernelSpec::Debian(v) => v.clone(),
+    };
+    tokio::task::spawn_blocking(move || -> anyhow::Result<PathBuf> {
+        use harness::kernel::{cache::Cache, debian::DebianMirror};
+        let cache = Cache::from_env()?;
+        let mirror = DebianMirror::discover(mirror.as_deref())?;
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {wide_bar} {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let image = mirror.fetch_with_progress(&version, &cache, &mut |p| {
+            bar.set_message(p.what.to_string());
+            if let Some(t) = p.total {
+                bar.set_length(t);
+            }
+            bar.set_position(p.done);
+        })?;
+        bar.finish_and_clear();
+        eprintln!("harness: kernel {} ({}, {}) at {}", image.abi, image.package, image.suite, image.path.display());
+        Ok(image.path)
+    })
+    .await?
+}

@@ -1,1 +1,32 @@
-fn main() {}
+//! `cargo xtask <command>`: project automation (rust-analyzer's convention).
+//!
+//! - `ci`: what CI runs: rustfmt check, clippy with warnings as errors,
+//!   every test including the real-VM ones (`HARNESS_VM_TESTS=1`).
+//! - `test`: the quick tier (no VMs).
+
+use anyhow::{bail, Result};
+use xshell::{cmd, Shell};
+
+mod ci;
+
+fn main() -> Result<()> {
+    let sh = Shell::new()?;
+    sh.change_dir(project_root());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("ci") => ci::run(&sh),
+        Some("test") => {
+            cmd!(sh, "cargo test --workspace").run()?;
+            Ok(())
+        }
+        Some(other) => bail!("unknown xtask {other:?}; known: ci, test"),
+        None => bail!("usage: cargo xtask <ci|test>"),
+    }
+}
+
+fn project_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_default()
+}

@@ -1,0 +1,293 @@
+//! Real-VM tests: real QEMU (TCG here, KVM where it works), a real Debian
+//! kernel, the real guest binaries. Slow (seconds per boot), so they run
+//! only with `HARNESS_VM_TESTS=1` (which `cargo xtask ci` and `.ci/run`
+//! set); under `CI` without it they fail rather than silently pass.
+//!
+//! The kernel is `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Two VMs at once on a 2-core machine only make both slower: one at a time.
+static VM_LOCK: Mutex<()> = Mutex::new(());
+
+fn enabled() -> bool {
+    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
+    );
+    eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
+    false
+}
+
+fn kernel() -> String {
+    std::env::var("HARNESS_TEST_KERNEL").unwrap_or_else(|_| "debian:7.3.4".into())
+}
+
+struct Run {
+    out: Output,
+    dir: tempfile::TempDir,
+}
+
+impl Run {
+    fn junit(&self) -> Vec<Case> {
+        let xml = std::fs::read_to_string(self.dir.path().join("junit.xml")).expect("junit.xml written");
+        parse_junit(&xml)
+    }
+    fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.stdout).into_owned()
+    }
+    fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.out.stderr).into_owned()
+    }
+    fn code(&self) -> Option<i32> {
+        self.out.status.code()
+    }
+}
+
+fn harness_cmd(dir: &Path, topology: &str, suite: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+    c.args(["run", "--kernel", &kernel(), "--topology", topology, "--suite", suite, "--accel", "tcg"])
+        .arg("--junit")
+        .arg(dir.join("junit.xml"))
+        .arg("--out")
+        .arg(dir.join("out"))
+        .args(extra)
+        .stdin(Stdio::null());
+    c
+}
+
+fn harness(topology: &str, suite: &str, extra: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let out = harness_cmd(dir.path(), topology, suite, extra).output().unwrap();
+    Run { out, dir }
+}
+
+#[derive(Debug, Clone)]
+struct Case {
+    name: String,
+    failure: Option<(String, String)>,
+    skipped: bool,
+}
+
+fn parse_junit(xml: &str) -> Vec<Case> {
+    let doc = roxmltree::Document::parse(xml).expect("JUnit is well-formed XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|n| {
+            let failure = n
+                .children()
+                .find(|c| c.has_tag_name("failure") || c.has_tag_name("error"))
+                .map(|f| {
+                    (
+                        f.attribute("message").unwrap_or("").to_string(),
+                        f.text().unwrap_or("").to_string(),
+                    )
+                });
+            Case {
+                name: n.attribute("name").unwrap_or("").to_string(),
+                failure,
+                skipped: n.children().any(|c| c.has_tag_name("skipped")),
+            }
+        })
+        .collect()
+}
+
+fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
+    cases.iter().find(|c| c.name == name).unwrap_or_else(|| {
+        panic!(
+            "no testcase {name:?} in {:#?}",
+            cases.iter().map(|c| &c.name).collect::<Vec<_>>()
+        )
+    })
+}
+
+fn assert_pass(cases: &[Case], name: &str) {
+    let c = case(cases, name);
+    assert!(c.failure.is_none() && !c.skipped, "{name} did not pass: {c:?}");
+}
+
+fn smoke_in(topology: &str, nodes: usize) {
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let r = harness(topology, "smoke", &[]);
+    assert_eq!(r.code(), Some(0), "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    let cases = r.junit();
+    assert_pass(&cases, "topology/node-count");
+    for n in 0..nodes {
+        assert_pass(&cases, &format!("topology/node{n}-cpus"));
+        assert_pass(&cases, &format!("topology/node{n}-memory"));
+    }
+    assert!(
+        !cases.iter().any(|c| c.name == format!("topology/node{nodes}-cpus")),
+        "a node too many"
+    );
+    let smoke: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke/")).collect();
+    assert!(smoke.len() >= 5, "smoke cases: {smoke:?}");
+    assert!(smoke.iter().all(|c| c.failure.is_none() && !c.skipped), "{smoke:?}");
+    // The node count the guest saw, as it reported it.
+    let ktap = std::fs::read_to_string(find(r.dir.path(), "results.ktap")).unwrap();
+    assert!(ktap.contains(&format!("# nodes seen: {nodes}")) || ktap.contains("node-count"), "{ktap}");
+}
+
+fn find(dir: &Path, file: &str) -> PathBuf {
+    walk(dir)
+        .into_iter()
+        .find(|e| e.file_name().is_some_and(|n| n == file))
+        .unwrap_or_else(|| panic!("{file} not under {}", dir.display()))
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn two_nodes_smoke_passes_with_the_right_topology() {
+    if enabled() {
+        smoke_in("nodes=2,cpus=2,mem=512M", 2);
+    }
+}
+
+#[test]
+fn one_node_smoke_passes() {
+    if enabled() {
+        smoke_in("nodes=1,cpus=2,mem=512M", 1);
+    }
+}
+
+#[test]
+fn kernel_panic_fails_the_cell_with_the_panic_text_at_once() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // A watchdog far longer than a boot: ending by the watchdog would show.
+    let r = harness("nodes=1,cpus=2,mem=512M", "fault-panic", &["--timeout", "900"]);
+    assert_eq!(r.code(), Some(1), "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    let cases = r.junit();
+    let (message, text) = case(&cases, "panic").failure.clone().expect("the panicking test fails");
+    assert!(message.contains("kernel panic"), "{message}");
+    assert!(text.contains("Kernel panic - not syncing"), "{text}");
+    assert!(r.stdout().contains("kernel panic"), "{}", r.stdout());
+    assert!(!r.stdout().contains("watchdog"), "{}", r.stdout());
+    // The test before it passed; the one after never ran.
+    let smoke: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke/")).collect();
+    assert!(!smoke.is_empty() && smoke.iter().all(|c| c.failure.is_none()), "{smoke:?}");
+    assert!(case(&cases, "smoke-after").failure.is_some());
+}
+
+#[test]
+fn hanging_test_is_killed_at_its_timeout_and_the_suite_goes_on() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let r = harness("nodes=1,cpus=2,mem=512M", "fault-hang", &[]);
+    assert_eq!(r.code(), Some(1), "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    let cases = r.junit();
+    let (message, text) = case(&cases, "hang").failure.clone().expect("the hang fails");
+    assert!(
+        format!("{message} {text}").to_lowercase().contains("timeout"),
+        "{message} / {text}"
+    );
+    let after: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke-after/")).collect();
+    assert!(!after.is_empty(), "the suite went on after the hang");
+    assert!(after.iter().all(|c| c.failure.is_none()), "{after:?}");
+}
+
+#[test]
+fn hostile_output_still_gives_valid_xml() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let r = harness("nodes=1,cpus=2,mem=512M", "fault-garbage", &[]);
+    let xml = std::fs::read_to_string(r.dir.path().join("junit.xml")).unwrap();
+    assert!(
+        !xml.chars().any(|c| (c as u32) < 0x20 && !"\t\n\r".contains(c)),
+        "control characters in the XML"
+    );
+    let cases = parse_junit(&xml);
+    assert!(cases.iter().any(|c| c.name.starts_with("garbage")), "{cases:?}");
+    let after: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke-after/")).collect();
+    assert!(!after.is_empty() && after.iter().all(|c| c.failure.is_none()), "{after:?}");
+}
+
+/// Processes whose command line contains `marker`.
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Starts a long cell, waits for its QEMU, stops the harness with `sig`.
+fn no_qemu_survives(sig: i32) {
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("harness.test_marker={}_{}", std::process::id(), sig);
+    let mut child = harness_cmd(dir.path(), "nodes=1,cpus=1,mem=256M", "fault-hang", &["--append", &marker])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let harness_pid = child.id();
+    wait_for("QEMU to start", Duration::from_secs(120), || {
+        processes_with(&marker).iter().any(|&p| p != harness_pid)
+    });
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(harness_pid as i32, sig) };
+    let status = child.wait().unwrap();
+    wait_for("QEMU to go away", Duration::from_secs(15), || {
+        processes_with(&marker).is_empty()
+    });
+    if sig == libc::SIGINT {
+        assert_eq!(status.code(), Some(130), "{status:?}");
+        // Partial results are still written.
+        let cases = parse_junit(&std::fs::read_to_string(dir.path().join("junit.xml")).unwrap());
+        assert!(!cases.is_empty());
+    }
+}
+
+#[test]
+fn ctrl_c_leaves_no_qemu_and_writes_partial_results() {
+    if enabled() {
+        no_qemu_survives(libc::SIGINT);
+    }
+}
+
+#[test]
+fn sigkill_of_the_harness_leaves_no_qemu() {
+    if enabled() {
+        no_qemu_survives(libc::SIGKILL);
+    }
+}

@@ -1,0 +1,13 @@
+//! `cargo xtask ci`: the full check CI runs (and a developer before pushing).
+
+use anyhow::Result;
+use xshell::{cmd, Shell};
+
+/// fmt, clippy (-D warnings), then all tests with real VMs enabled.
+pub fn run(sh: &Shell) -> Result<()> {
+    cmd!(sh, "cargo fmt --all -- --check").run()?;
+    cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings").run()?;
+    let _vm = sh.push_env("HARNESS_VM_TESTS", "1");
+    cmd!(sh, "cargo test --workspace").run()?;
+    Ok(())
+}
