@@ -13,3 +13,4 @@ pub mod expect;
 pub mod ktap;
 pub mod plan;
 pub mod sys;
+pub mod numa;
