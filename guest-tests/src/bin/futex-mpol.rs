@@ -621,3 +621,37 @@ fn caller_node_mode_local(ctx: &Ctx) -> R {
     check_policy(ctx, &Policy::new(mpol::LOCAL, &[], None), &t.pin_targets())?;
     PASS
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guest_tests::expect::Expect;
+
+    #[test]
+    fn policy_resolution_follows_futex_key_to_node() {
+        let on = Ctx {
+            expect: Expect::for_release("7.3.4"),
+        };
+        let mut off = Ctx {
+            expect: Expect::for_release("7.3.4"),
+        };
+        off.expect.mpol = false;
+        let caller = 3;
+        let cases = [
+            (Policy::new(mpol::PREFERRED, &[1, 2], None), 1),
+            (Policy::new(mpol::PREFERRED, &[1], Some(2)), 1),
+            (Policy::new(mpol::BIND, &[1], Some(2)), 2),
+            (Policy::new(mpol::BIND, &[1], None), caller),
+            (Policy::new(mpol::PREFERRED_MANY, &[0, 1], Some(0)), 0),
+            (Policy::new(mpol::PREFERRED_MANY, &[0, 1], None), caller),
+            (Policy::new(mpol::INTERLEAVE, &[1], None), caller),
+            (Policy::new(mpol::WEIGHTED_INTERLEAVE, &[1], None), caller),
+            (Policy::new(mpol::LOCAL, &[], None), caller),
+            (Policy::new(mpol::DEFAULT, &[], None), caller),
+        ];
+        for (p, want) in cases {
+            assert_eq!(p.expected(&on, caller), want, "{}", p.describe());
+            assert_eq!(p.expected(&off, caller), caller, "{}", p.describe());
+        }
+    }
+}
