@@ -12,6 +12,7 @@ pub mod cases;
 pub mod expect;
 pub mod init;
 pub mod ktap;
+pub mod numa;
 pub mod plan;
 pub mod sys;
 pub mod topology;

@@ -31,13 +31,18 @@ impl KernelSpec {
     /// Parses a spec (and checks a `path:` exists).
     pub fn parse(s: &str) -> Result<KernelSpec, KernelSpecError> {
         match s.split_once(':') {
-            Some(("debian", v)) if !v.is_empty() && !v.contains('/') => Ok(KernelSpec::Debian(v.into())),
+            Some(("debian", v)) if !v.is_empty() && !v.contains('/') => {
+                Ok(KernelSpec::Debian(v.into()))
+            }
             Some(("path", p)) if !p.is_empty() => {
                 let path = PathBuf::from(p);
                 if path.is_file() {
                     Ok(KernelSpec::Path(path))
                 } else {
-                    Err(KernelSpecError::NoSuchFile { spec: s.into(), path })
+                    Err(KernelSpecError::NoSuchFile {
+                        spec: s.into(),
+                        path,
+                    })
                 }
             }
             _ => Err(KernelSpecError::Malformed(s.into())),
@@ -59,11 +64,20 @@ mod tests {
 
     #[test]
     fn specs() {
-        assert_eq!(KernelSpec::parse("debian:7.3.4").unwrap(), KernelSpec::Debian("7.3.4".into()));
+        assert_eq!(
+            KernelSpec::parse("debian:7.3.4").unwrap(),
+            KernelSpec::Debian("7.3.4".into())
+        );
         assert!(KernelSpec::parse("debian:").is_err());
-        assert!(KernelSpec::parse("7.3.4").unwrap_err().to_string().contains("expected debian:"));
+        assert!(KernelSpec::parse("7.3.4")
+            .unwrap_err()
+            .to_string()
+            .contains("expected debian:"));
         let e = KernelSpec::parse("path:/nonexistent/bzImage").unwrap_err();
         assert!(e.to_string().contains("is not a file"));
-        assert!(matches!(KernelSpec::parse("path:/bin/sh").unwrap(), KernelSpec::Path(_)));
+        assert!(matches!(
+            KernelSpec::parse("path:/bin/sh").unwrap(),
+            KernelSpec::Path(_)
+        ));
     }
 }

@@ -27,7 +27,11 @@ const EXIT_INFRA: u8 = 69;
 const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Parser)]
-#[command(name = "harness", version, about = "Boot Linux kernels in QEMU NUMA topologies and run futex tests, reporting JUnit")]
+#[command(
+    name = "harness",
+    version,
+    about = "Boot Linux kernels in QEMU NUMA topologies and run futex tests, reporting JUnit"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -90,7 +94,10 @@ struct RunArgs {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -118,7 +125,13 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
     let usage = e.chain().any(|c| {
         c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
-            || matches!(c.downcast_ref::<harness::suite::SuiteError>(), Some(harness::suite::SuiteError::Unknown { .. } | harness::suite::SuiteError::BadName { .. }))
+            || matches!(
+                c.downcast_ref::<harness::suite::SuiteError>(),
+                Some(
+                    harness::suite::SuiteError::Unknown { .. }
+                        | harness::suite::SuiteError::BadName { .. }
+                )
+            )
     });
     if usage {
         EXIT_USAGE
@@ -141,7 +154,10 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
     for p in &args.guest_bins {
-        tests.push(suite::user_binary(p.clone(), Duration::from_secs(args.guest_bin_timeout))?);
+        tests.push(suite::user_binary(
+            p.clone(),
+            Duration::from_secs(args.guest_bin_timeout),
+        )?);
     }
 
     let qemu = host::find_qemu()?;
@@ -174,9 +190,17 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
         watchdog: args.timeout.map(Duration::from_secs),
         timeout_scale: args.timeout_scale,
     };
-    eprintln!("harness: booting {} under {} ({})", spec.name, accel.name(), qemu.version);
+    eprintln!(
+        "harness: booting {} under {} ({})",
+        spec.name,
+        accel.name(),
+        qemu.version
+    );
     let cell = harness::cell::run(&spec, &qemu, &bins, &cancel).await?;
-    let junit_path = args.junit.clone().unwrap_or_else(|| spec.out_dir.join("junit.xml"));
+    let junit_path = args
+        .junit
+        .clone()
+        .unwrap_or_else(|| spec.out_dir.join("junit.xml"));
     let report = harness::junit::report("harness run", std::slice::from_ref(&cell));
     harness::junit::write_atomic(&report, &junit_path)?;
 
@@ -186,7 +210,9 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
         match &c.status {
             harness::verdict::CaseStatus::Pass => println!("PASS {}", c.name),
             harness::verdict::CaseStatus::Skip(r) => println!("SKIP {} ({r})", c.name),
-            harness::verdict::CaseStatus::Fail { message, .. } => println!("FAIL {}: {message}", c.name),
+            harness::verdict::CaseStatus::Fail { message, .. } => {
+                println!("FAIL {}: {message}", c.name)
+            }
         }
     }
     println!(
@@ -198,17 +224,30 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
         spec.out_dir.join("console.log").display()
     );
     println!("JUnit: {}", junit_path.display());
-    println!("{} passed, {} failed, {} skipped", counts.pass, counts.fail, counts.skip);
+    println!(
+        "{} passed, {} failed, {} skipped",
+        counts.pass, counts.fail, counts.skip
+    );
     if cancel.is_cancelled() {
         return Ok(EXIT_INTERRUPTED);
     }
-    Ok(if counts.fail == 0 && !cases.is_empty() { EXIT_OK } else { EXIT_TESTS_FAILED })
+    Ok(if counts.fail == 0 && !cases.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_TESTS_FAILED
+    })
 }
 
 /// A cell name component: no `/`, no spaces.
 fn sanitize(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect()
 }
 
@@ -236,7 +275,13 @@ async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> anyhow::Resul
             bar.set_position(p.done);
         })?;
         bar.finish_and_clear();
-        eprintln!("harness: kernel {} ({}, {}) at {}", image.abi, image.package, image.suite, image.path.display());
+        eprintln!(
+            "harness: kernel {} ({}, {}) at {}",
+            image.abi,
+            image.package,
+            image.suite,
+            image.path.display()
+        );
         Ok(image.path)
     })
     .await?

@@ -107,7 +107,10 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             named("panic", "fault", &["panic"], 60),
             t("smoke", &[], 60),
         ],
-        "fault-hang" => vec![named("hang", "fault", &["hang"], 3), named("smoke-after", "smoke", &[], 60)],
+        "fault-hang" => vec![
+            named("hang", "fault", &["hang"], 3),
+            named("smoke-after", "smoke", &[], 60),
+        ],
         "fault-garbage" => vec![
             named("garbage", "fault", &["garbage"], 30),
             t("smoke", &[], 60),

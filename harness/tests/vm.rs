@@ -36,7 +36,8 @@ struct Run {
 
 impl Run {
     fn junit(&self) -> Vec<Case> {
-        let xml = std::fs::read_to_string(self.dir.path().join("junit.xml")).expect("junit.xml written");
+        let xml =
+            std::fs::read_to_string(self.dir.path().join("junit.xml")).expect("junit.xml written");
         parse_junit(&xml)
     }
     fn stdout(&self) -> String {
@@ -52,19 +53,31 @@ impl Run {
 
 fn harness_cmd(dir: &Path, topology: &str, suite: &str, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
-    c.args(["run", "--kernel", &kernel(), "--topology", topology, "--suite", suite, "--accel", "tcg"])
-        .arg("--junit")
-        .arg(dir.join("junit.xml"))
-        .arg("--out")
-        .arg(dir.join("out"))
-        .args(extra)
-        .stdin(Stdio::null());
+    c.args([
+        "run",
+        "--kernel",
+        &kernel(),
+        "--topology",
+        topology,
+        "--suite",
+        suite,
+        "--accel",
+        "tcg",
+    ])
+    .arg("--junit")
+    .arg(dir.join("junit.xml"))
+    .arg("--out")
+    .arg(dir.join("out"))
+    .args(extra)
+    .stdin(Stdio::null());
     c
 }
 
 fn harness(topology: &str, suite: &str, extra: &[&str]) -> Run {
     let dir = tempfile::tempdir().unwrap();
-    let out = harness_cmd(dir.path(), topology, suite, extra).output().unwrap();
+    let out = harness_cmd(dir.path(), topology, suite, extra)
+        .output()
+        .unwrap();
     Run { out, dir }
 }
 
@@ -109,13 +122,22 @@ fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
 
 fn assert_pass(cases: &[Case], name: &str) {
     let c = case(cases, name);
-    assert!(c.failure.is_none() && !c.skipped, "{name} did not pass: {c:?}");
+    assert!(
+        c.failure.is_none() && !c.skipped,
+        "{name} did not pass: {c:?}"
+    );
 }
 
 fn smoke_in(topology: &str, nodes: usize) {
     let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let r = harness(topology, "smoke", &[]);
-    assert_eq!(r.code(), Some(0), "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(
+        r.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     let cases = r.junit();
     assert_pass(&cases, "topology/node-count");
     for n in 0..nodes {
@@ -123,15 +145,26 @@ fn smoke_in(topology: &str, nodes: usize) {
         assert_pass(&cases, &format!("topology/node{n}-memory"));
     }
     assert!(
-        !cases.iter().any(|c| c.name == format!("topology/node{nodes}-cpus")),
+        !cases
+            .iter()
+            .any(|c| c.name == format!("topology/node{nodes}-cpus")),
         "a node too many"
     );
-    let smoke: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke/")).collect();
+    let smoke: Vec<_> = cases
+        .iter()
+        .filter(|c| c.name.starts_with("smoke/"))
+        .collect();
     assert!(smoke.len() >= 5, "smoke cases: {smoke:?}");
-    assert!(smoke.iter().all(|c| c.failure.is_none() && !c.skipped), "{smoke:?}");
+    assert!(
+        smoke.iter().all(|c| c.failure.is_none() && !c.skipped),
+        "{smoke:?}"
+    );
     // The node count the guest saw, as it reported it.
     let ktap = std::fs::read_to_string(find(r.dir.path(), "results.ktap")).unwrap();
-    assert!(ktap.contains(&format!("# nodes seen: {nodes}")) || ktap.contains("node-count"), "{ktap}");
+    assert!(
+        ktap.contains(&format!("# nodes seen: {nodes}")) || ktap.contains("node-count"),
+        "{ktap}"
+    );
 }
 
 fn find(dir: &Path, file: &str) -> PathBuf {
@@ -175,17 +208,36 @@ fn kernel_panic_fails_the_cell_with_the_panic_text_at_once() {
     }
     let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     // A watchdog far longer than a boot: ending by the watchdog would show.
-    let r = harness("nodes=1,cpus=2,mem=512M", "fault-panic", &["--timeout", "900"]);
-    assert_eq!(r.code(), Some(1), "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    let r = harness(
+        "nodes=1,cpus=2,mem=512M",
+        "fault-panic",
+        &["--timeout", "900"],
+    );
+    assert_eq!(
+        r.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     let cases = r.junit();
-    let (message, text) = case(&cases, "panic").failure.clone().expect("the panicking test fails");
+    let (message, text) = case(&cases, "panic")
+        .failure
+        .clone()
+        .expect("the panicking test fails");
     assert!(message.contains("kernel panic"), "{message}");
     assert!(text.contains("Kernel panic - not syncing"), "{text}");
     assert!(r.stdout().contains("kernel panic"), "{}", r.stdout());
     assert!(!r.stdout().contains("watchdog"), "{}", r.stdout());
     // The test before it passed; the one after never ran.
-    let smoke: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke/")).collect();
-    assert!(!smoke.is_empty() && smoke.iter().all(|c| c.failure.is_none()), "{smoke:?}");
+    let smoke: Vec<_> = cases
+        .iter()
+        .filter(|c| c.name.starts_with("smoke/"))
+        .collect();
+    assert!(
+        !smoke.is_empty() && smoke.iter().all(|c| c.failure.is_none()),
+        "{smoke:?}"
+    );
     assert!(case(&cases, "smoke-after").failure.is_some());
 }
 
@@ -196,14 +248,28 @@ fn hanging_test_is_killed_at_its_timeout_and_the_suite_goes_on() {
     }
     let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let r = harness("nodes=1,cpus=2,mem=512M", "fault-hang", &[]);
-    assert_eq!(r.code(), Some(1), "stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(
+        r.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     let cases = r.junit();
-    let (message, text) = case(&cases, "hang").failure.clone().expect("the hang fails");
+    let (message, text) = case(&cases, "hang")
+        .failure
+        .clone()
+        .expect("the hang fails");
     assert!(
-        format!("{message} {text}").to_lowercase().contains("timeout"),
+        format!("{message} {text}")
+            .to_lowercase()
+            .contains("timeout"),
         "{message} / {text}"
     );
-    let after: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke-after/")).collect();
+    let after: Vec<_> = cases
+        .iter()
+        .filter(|c| c.name.starts_with("smoke-after/"))
+        .collect();
     assert!(!after.is_empty(), "the suite went on after the hang");
     assert!(after.iter().all(|c| c.failure.is_none()), "{after:?}");
 }
@@ -217,13 +283,23 @@ fn hostile_output_still_gives_valid_xml() {
     let r = harness("nodes=1,cpus=2,mem=512M", "fault-garbage", &[]);
     let xml = std::fs::read_to_string(r.dir.path().join("junit.xml")).unwrap();
     assert!(
-        !xml.chars().any(|c| (c as u32) < 0x20 && !"\t\n\r".contains(c)),
+        !xml.chars()
+            .any(|c| (c as u32) < 0x20 && !"\t\n\r".contains(c)),
         "control characters in the XML"
     );
     let cases = parse_junit(&xml);
-    assert!(cases.iter().any(|c| c.name.starts_with("garbage")), "{cases:?}");
-    let after: Vec<_> = cases.iter().filter(|c| c.name.starts_with("smoke-after/")).collect();
-    assert!(!after.is_empty() && after.iter().all(|c| c.failure.is_none()), "{after:?}");
+    assert!(
+        cases.iter().any(|c| c.name.starts_with("garbage")),
+        "{cases:?}"
+    );
+    let after: Vec<_> = cases
+        .iter()
+        .filter(|c| c.name.starts_with("smoke-after/"))
+        .collect();
+    assert!(
+        !after.is_empty() && after.iter().all(|c| c.failure.is_none()),
+        "{after:?}"
+    );
 }
 
 /// Processes whose command line contains `marker`.
@@ -255,11 +331,16 @@ fn no_qemu_survives(sig: i32) {
     let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("harness.test_marker={}_{}", std::process::id(), sig);
-    let mut child = harness_cmd(dir.path(), "nodes=1,cpus=1,mem=256M", "fault-hang", &["--append", &marker])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = harness_cmd(
+        dir.path(),
+        "nodes=1,cpus=1,mem=256M",
+        "fault-hang",
+        &["--append", &marker],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
     let harness_pid = child.id();
     wait_for("QEMU to start", Duration::from_secs(120), || {
         processes_with(&marker).iter().any(|&p| p != harness_pid)

@@ -1,0 +1,1031 @@
+//! FUTEX2_NUMA: layout, node validation, node write-back, node routing,
+//! waitv/requeue, shared futexes (`futex-abi.md` section 3).
+//!
+//! Every case takes `--expect numa=`: with `numa=0` (kernels <= 6.15) it
+//! asserts that the NUMA flag is refused with exactly EINVAL instead.
+//! Futexes are `{u32 val; u32 node}` in fresh anonymous pages; "node -1" is
+//! `FUTEX_NO_NODE`. All waits carry a deadline.
+//!
+//! Cases:
+//! - `flag-accepted`: wake(nr 1, U32|PRIVATE|NUMA) on `{0,-1}` returns 0 and
+//!   leaves an online node in the node word.
+//! - `misaligned-einval`: address 4 mod 8 -> wake and wait EINVAL, neither word
+//!   written; the same address without NUMA is accepted (wake 0).
+//! - `page-end-einval`: address page end - 4 (next page PROT_NONE) -> EINVAL,
+//!   not EFAULT; without NUMA the same address wakes 0.
+//! - `prot-none-efault`: an aligned NUMA futex in a PROT_NONE page -> wake and
+//!   wait EFAULT.
+//! - `sizes-other-than-u32-einval`: U8/U16/U64 with NUMA -> EINVAL (U32 -> 0);
+//!   node word untouched.
+//! - `node-possible-accepted`: every possible node, preset: wake 0, wait
+//!   EAGAIN on a value mismatch, node word unchanged.
+//! - `node-possible-offline-accepted`: possible-but-offline nodes are accepted
+//!   (SKIP when every possible node is online).
+//! - `node-not-possible-einval`: the smallest id < 1024 that is not possible ->
+//!   wake and wait EINVAL.
+//! - `node-out-of-range-einval`: 1024, 4096, 0x7fffffff, 0x80000000, 0xfffffffe
+//!   (those not possible) -> EINVAL.
+//! - `writeback-wait-eagain-each-cpu`: pinned to each CPU of each online node,
+//!   a wait that fails with EAGAIN still writes that CPU's node (== getcpu()).
+//! - `writeback-wait-timeout-each-cpu`: same for a wait that times out
+//!   (ETIMEDOUT).
+//! - `writeback-wake-nr0-each-cpu`: same for wake with nr 0 (returns 0).
+//! - `writeback-waitv-each-entry-each-cpu`: a 3-entry NUMA waitv that times out
+//!   writes all three node words.
+//! - `writeback-requeue-both-words-each-cpu`: requeue(nr 0, 0) returns 0 and
+//!   writes both node words.
+//! - `writeback-requeue-eagain`: requeue with a cmpval mismatch -> EAGAIN and
+//!   both node words written.
+//! - `readonly-no-node-efault`: read-only page, node -1 -> wake and wait EFAULT,
+//!   word stays -1.
+//! - `readonly-preset-node-ok`: read-only page, node preset to a possible node ->
+//!   wake 0, wait EAGAIN.
+//! - `wait-wake-one`: NUMA waiter + NUMA waker -> wake 1, waiter returns 0, a
+//!   second wake 0.
+//! - `wake-64-waiters`: 64 waiters (node -1, all on one CPU), wake(INT_MAX)
+//!   returns exactly 64, all waiters return 0, node word == that CPU's node.
+//! - `explicit-node-same-hit`: for each possible node n, waiter and waker with
+//!   node n -> wake 1.
+//! - `explicit-nodes-differ-miss`: waiter on node A, waker on node B != A ->
+//!   wake 0 and the waiter times out with ETIMEDOUT; waker on A then wakes 1
+//!   (SKIP with < 2 possible nodes).
+//! - `private-hash-numa-still-matches`: with a private hash (SET 2 succeeds)
+//!   NUMA waiter + NUMA waker still match (wake 1); without, SET 2 is EINVAL
+//!   and they match too.
+//! - `numa-bypasses-private-table`: waiter with explicit node n for every
+//!   possible n vs a plain private waker (no NUMA): with the private table
+//!   none is woken; with only the global hash exactly one n is.
+//! - `shared-fork-wake`: MAP_SHARED page, no PRIVATE flag, child waits with
+//!   node -1 across fork, parent sees the node written, wakes 1, child gets 0.
+//! - `waitv-numa-wakes`: waitv (syscall flags 0) over two NUMA entries; waking
+//!   the second returns 1 and waitv returns index 1.
+//! - `waitv-mixed-entries`: waitv with a NUMA and a plain entry; waking the plain
+//!   one returns 1, waitv returns 1; NUMA waker on the NUMA one 0 after that.
+//! - `waitv-syscall-flags-einval`: waitv with syscall flags NUMA, PRIVATE, or
+//!   U32|PRIVATE|NUMA -> EINVAL, node words untouched.
+//! - `requeue-numa-both-entries`: waiter on A, requeue A->B (both NUMA, 0 wake,
+//!   1 requeue) returns 1, wake A 0, wake B 1, waiter returns 0.
+//! - `requeue-mismatched-flags-einval`: [NUMA, plain] and [plain, NUMA] ->
+//!   EINVAL, node words untouched.
+//! - `concurrent-writeback-valid-node`: 200 rounds of 8 threads over all CPUs
+//!   doing wake(nr 0) on one `{0,-1}`: every call returns 0, the word always
+//!   ends as the node of one of the CPUs used.
+
+use guest_tests::cases::{self, diag, Case, Ctx};
+use guest_tests::ktap::Outcome;
+use guest_tests::numa::{
+    self, expect_flags_rejected, list_str, node_str, page_size, pin_checked, wait_ms, waitv_entry,
+    waitv_ms, wake, want_eq, want_err, want_ok, Mapping, Topology, Waiter, FUTEX2_SIZE_U16,
+    FUTEX2_SIZE_U64, FUTEX2_SIZE_U8, PRIVATE_NUMA, PRIVATE_PLAIN,
+};
+use guest_tests::sys::{self, FUTEX_NO_NODE};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+type R = Result<Outcome, String>;
+
+const NO: u32 = FUTEX_NO_NODE;
+const PASS: R = Ok(Outcome::Pass);
+
+fn r(x: R) -> Outcome {
+    x.unwrap_or_else(Outcome::Fail)
+}
+
+/// With `numa=0`, the generic check that the flag is refused.
+fn absent(ctx: &Ctx) -> Option<R> {
+    if ctx.expect.numa {
+        None
+    } else {
+        Some(expect_flags_rejected(PRIVATE_NUMA).map(|_| Outcome::Pass))
+    }
+}
+
+fn flag_accepted(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    want_ok(
+        "futex_wake(nr 1, U32|PRIVATE|NUMA)",
+        wake(&m, 0, 1, PRIVATE_NUMA),
+        0,
+    )?;
+    let n = m.node(0);
+    if !t.online.contains(&n) {
+        return Err(format!(
+            "node word after wake is {}, not an online node {}",
+            node_str(n),
+            list_str(&t.online)
+        ));
+    }
+    PASS
+}
+
+fn misaligned_einval(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    // {val @4, node @8}: 4 mod 8.
+    m.word(4).store(0, Ordering::SeqCst);
+    m.word(8).store(NO, Ordering::SeqCst);
+    want_err(
+        "wake at 4 mod 8",
+        wake(&m, 4, 1, PRIVATE_NUMA),
+        libc::EINVAL,
+    )?;
+    want_err(
+        "wait at 4 mod 8",
+        wait_ms(m.uaddr(4), 0, PRIVATE_NUMA, 50),
+        libc::EINVAL,
+    )?;
+    want_eq(
+        "word at +8 after EINVAL",
+        m.word(8).load(Ordering::SeqCst),
+        NO,
+    )?;
+    want_eq(
+        "word at +0 after EINVAL",
+        m.word(0).load(Ordering::SeqCst),
+        0,
+    )?;
+    want_ok(
+        "wake at 4 mod 8 without NUMA",
+        wake(&m, 4, 1, PRIVATE_PLAIN),
+        0,
+    )?;
+    PASS
+}
+
+fn page_end_einval(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let ps = page_size();
+    let m = Mapping::anon(2, false)?;
+    m.protect(ps, ps, libc::PROT_NONE)?;
+    let off = ps - 4;
+    m.word(off).store(0, Ordering::SeqCst);
+    want_err(
+        "NUMA wake at page end - 4 (next page PROT_NONE)",
+        wake(&m, off, 1, PRIVATE_NUMA),
+        libc::EINVAL,
+    )?;
+    want_err(
+        "NUMA wait at page end - 4",
+        wait_ms(m.uaddr(off), 0, PRIVATE_NUMA, 50),
+        libc::EINVAL,
+    )?;
+    want_ok(
+        "plain wake at page end - 4",
+        wake(&m, off, 1, PRIVATE_PLAIN),
+        0,
+    )?;
+    PASS
+}
+
+fn prot_none_efault(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    m.protect(0, page_size(), libc::PROT_NONE)?;
+    want_err(
+        "NUMA wake on PROT_NONE",
+        wake(&m, 0, 1, PRIVATE_NUMA),
+        libc::EFAULT,
+    )?;
+    want_err(
+        "NUMA wait on PROT_NONE",
+        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+        libc::EFAULT,
+    )?;
+    PASS
+}
+
+fn sizes_einval(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    for (name, size) in [
+        ("U8", FUTEX2_SIZE_U8),
+        ("U16", FUTEX2_SIZE_U16),
+        ("U64", FUTEX2_SIZE_U64),
+    ] {
+        m.set(0, 0, NO);
+        let f = size | sys::FUTEX2_PRIVATE | sys::FUTEX2_NUMA;
+        want_err(
+            &format!("wake {name}|NUMA"),
+            wake(&m, 0, 1, f),
+            libc::EINVAL,
+        )?;
+        want_err(
+            &format!("wait {name}|NUMA"),
+            wait_ms(m.uaddr(0), 0, f, 50),
+            libc::EINVAL,
+        )?;
+        want_eq(&format!("node word after {name}"), m.node(0), NO)?;
+    }
+    want_ok("wake U32|NUMA", wake(&m, 0, 1, PRIVATE_NUMA), 0)?;
+    PASS
+}
+
+/// Explicit node `n`: wake 0, wait EAGAIN, word unchanged.
+fn accepted_node(m: &Mapping, n: u32) -> Result<(), String> {
+    m.set(0, 1, n);
+    want_ok(
+        &format!("wake with node {n}"),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        0,
+    )?;
+    want_err(
+        &format!("wait (val mismatch) with node {n}"),
+        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+        libc::EAGAIN,
+    )?;
+    want_eq(&format!("node word preset to {n}"), m.node(0), n)
+}
+
+fn node_possible_accepted(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    diag(&t.describe());
+    let m = Mapping::anon(1, false)?;
+    for &n in &t.possible {
+        accepted_node(&m, n)?;
+    }
+    PASS
+}
+
+fn node_possible_offline_accepted(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let off = t.offline_possible();
+    if off.is_empty() {
+        return Ok(Outcome::Skip(format!(
+            "needs a possible but offline node; possible {} online {}",
+            list_str(&t.possible),
+            list_str(&t.online)
+        )));
+    }
+    let m = Mapping::anon(1, false)?;
+    for n in off {
+        accepted_node(&m, n)?;
+    }
+    PASS
+}
+
+fn rejected_node(m: &Mapping, n: u32) -> Result<(), String> {
+    m.set(0, 0, n);
+    want_err(
+        &format!("wake with node {}", node_str(n)),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        libc::EINVAL,
+    )?;
+    want_err(
+        &format!("wait with node {}", node_str(n)),
+        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+        libc::EINVAL,
+    )?;
+    want_eq("node word after EINVAL", m.node(0), n)
+}
+
+fn node_not_possible_einval(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let Some(n) = t.first_not_possible() else {
+        return Ok(Outcome::Skip(format!(
+            "every node id below {} is possible",
+            numa::NODE_SCAN_LIMIT
+        )));
+    };
+    diag(&format!(
+        "possible {}, testing node {n}",
+        list_str(&t.possible)
+    ));
+    let m = Mapping::anon(1, false)?;
+    rejected_node(&m, n)?;
+    PASS
+}
+
+fn node_out_of_range_einval(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let m = Mapping::anon(1, false)?;
+    let mut tried = 0;
+    for n in [1024, 4096, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe] {
+        if !t.possible.contains(&n) {
+            rejected_node(&m, n)?;
+            tried += 1;
+        }
+    }
+    if tried < 3 {
+        return Err(format!("only {tried} huge node ids were not possible"));
+    }
+    PASS
+}
+
+/// Pins to each CPU of each online node in turn and runs `op`, which must
+/// leave the node word(s) it returns equal to that CPU's node.
+fn each_cpu(mut op: impl FnMut(u32, u32) -> Result<Vec<u32>, String>) -> R {
+    let t = Topology::read()?;
+    diag(&t.describe());
+    let targets = t.pin_targets();
+    if targets.is_empty() {
+        return Err(format!("no CPU to pin to: {}", t.describe()));
+    }
+    for (cpu, node) in targets {
+        pin_checked(cpu, node)?;
+        let words = op(cpu, node)?;
+        for (i, w) in words.iter().enumerate() {
+            if *w != node {
+                return Err(format!(
+                    "on CPU {cpu} (node {node}) node word {i} is {}, expected {node}",
+                    node_str(*w)
+                ));
+            }
+        }
+    }
+    PASS
+}
+
+fn writeback_wait_eagain(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    each_cpu(|cpu, _| {
+        m.set(0, 1, NO);
+        want_err(
+            &format!("wait (val mismatch) on CPU {cpu}"),
+            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+            libc::EAGAIN,
+        )?;
+        Ok(vec![m.node(0)])
+    })
+}
+
+fn writeback_wait_timeout(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    each_cpu(|cpu, _| {
+        m.set(0, 0, NO);
+        want_err(
+            &format!("wait (20 ms) on CPU {cpu}"),
+            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 20),
+            libc::ETIMEDOUT,
+        )?;
+        Ok(vec![m.node(0)])
+    })
+}
+
+fn writeback_wake_nr0(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    each_cpu(|cpu, _| {
+        m.set(0, 0, NO);
+        want_ok(
+            &format!("wake nr 0 on CPU {cpu}"),
+            wake(&m, 0, 0, PRIVATE_NUMA),
+            0,
+        )?;
+        Ok(vec![m.node(0)])
+    })
+}
+
+fn writeback_waitv(ctx: &Ctx) -> R {
+    if !ctx.expect.numa {
+        let m = Mapping::anon(1, false)?;
+        m.set(0, 0, NO);
+        let e = [waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA)];
+        want_err("waitv with a NUMA entry", waitv_ms(&e, 0, 50), libc::EINVAL)?;
+        want_eq("node word", m.node(0), NO)?;
+        return PASS;
+    }
+    let m = Mapping::anon(1, false)?;
+    each_cpu(|cpu, _| {
+        let offs = [0usize, 64, 128];
+        for &o in &offs {
+            m.set(o, 0, NO);
+        }
+        let e: Vec<_> = offs
+            .iter()
+            .map(|&o| waitv_entry(m.uaddr(o), 0, PRIVATE_NUMA))
+            .collect();
+        want_err(
+            &format!("waitv of 3 NUMA entries (20 ms) on CPU {cpu}"),
+            waitv_ms(&e, 0, 20),
+            libc::ETIMEDOUT,
+        )?;
+        Ok(offs.iter().map(|&o| m.node(o)).collect())
+    })
+}
+
+fn requeue_absent(m: &Mapping) -> R {
+    m.set(0, 0, NO);
+    m.set(64, 0, NO);
+    let w = [
+        waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
+        waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
+    ];
+    want_err(
+        "requeue with NUMA entries",
+        sys::futex_requeue(&w, 0, 0, 0),
+        libc::EINVAL,
+    )?;
+    want_eq("node words", (m.node(0), m.node(64)), (NO, NO))?;
+    PASS
+}
+
+fn writeback_requeue(ctx: &Ctx) -> R {
+    let m = Mapping::anon(1, false)?;
+    if !ctx.expect.numa {
+        return requeue_absent(&m);
+    }
+    each_cpu(|cpu, _| {
+        m.set(0, 0, NO);
+        m.set(64, 0, NO);
+        let w = [
+            waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
+            waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
+        ];
+        want_ok(
+            &format!("requeue(nr_wake 0, nr_requeue 0) on CPU {cpu}"),
+            sys::futex_requeue(&w, 0, 0, 0),
+            0,
+        )?;
+        Ok(vec![m.node(0), m.node(64)])
+    })
+}
+
+fn writeback_requeue_eagain(ctx: &Ctx) -> R {
+    let m = Mapping::anon(1, false)?;
+    if !ctx.expect.numa {
+        return requeue_absent(&m);
+    }
+    each_cpu(|cpu, _| {
+        m.set(0, 5, NO);
+        m.set(64, 0, NO);
+        let w = [
+            waitv_entry(m.uaddr(0), 4, PRIVATE_NUMA),
+            waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
+        ];
+        want_err(
+            &format!("requeue with cmpval 4 != 5 on CPU {cpu}"),
+            sys::futex_requeue(&w, 0, 1, 1),
+            libc::EAGAIN,
+        )?;
+        Ok(vec![m.node(0), m.node(64)])
+    })
+}
+
+fn readonly_no_node_efault(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    m.protect(0, page_size(), libc::PROT_READ)?;
+    want_err(
+        "wake on read-only {0,-1}",
+        wake(&m, 0, 1, PRIVATE_NUMA),
+        libc::EFAULT,
+    )?;
+    want_err(
+        "wait on read-only {0,-1}",
+        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+        libc::EFAULT,
+    )?;
+    want_eq("node word", m.node(0), NO)?;
+    PASS
+}
+
+fn readonly_preset_node_ok(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let m = Mapping::anon(1, false)?;
+    for &n in &t.possible {
+        m.protect(0, page_size(), libc::PROT_READ | libc::PROT_WRITE)?;
+        m.set(0, 1, n);
+        m.protect(0, page_size(), libc::PROT_READ)?;
+        want_ok(
+            &format!("wake on read-only {{1,{n}}}"),
+            wake(&m, 0, 1, PRIVATE_NUMA),
+            0,
+        )?;
+        want_err(
+            &format!("wait (val mismatch) on read-only {{1,{n}}}"),
+            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+            libc::EAGAIN,
+        )?;
+    }
+    PASS
+}
+
+fn wait_wake_one(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    w.blocked()?;
+    diag(&format!("waiter wrote node {}", node_str(m.node(0))));
+    want_ok("NUMA wake of 1 waiter", wake(&m, 0, 1, PRIVATE_NUMA), 1)?;
+    want_ok("waiter", w.join(), 0)?;
+    want_ok("second wake", wake(&m, 0, 1, PRIVATE_NUMA), 0)?;
+    PASS
+}
+
+fn wake_64(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let (cpu, node) = *t.pin_targets().first().ok_or("no CPU to pin to")?;
+    pin_checked(cpu, node)?;
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    let mut ws = Vec::new();
+    for _ in 0..64 {
+        ws.push(Waiter::wait(
+            m.uaddr(0),
+            0,
+            PRIVATE_NUMA,
+            20_000,
+            Some(cpu),
+        )?);
+    }
+    for w in &ws {
+        w.blocked()?;
+    }
+    want_eq("node word written by the waiters", m.node(0), node)?;
+    want_ok(
+        "wake(INT_MAX) of 64 NUMA waiters",
+        wake(&m, 0, i32::MAX, PRIVATE_NUMA),
+        64,
+    )?;
+    for (i, w) in ws.into_iter().enumerate() {
+        want_ok(&format!("waiter {i}"), w.join(), 0)?;
+    }
+    PASS
+}
+
+fn explicit_same_hit(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let m = Mapping::anon(1, false)?;
+    for &n in &t.possible {
+        m.set(0, 0, n);
+        let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+        w.blocked()?;
+        want_ok(
+            &format!("wake with the waiter's node {n}"),
+            wake(&m, 0, 1, PRIVATE_NUMA),
+            1,
+        )?;
+        want_ok(&format!("waiter on node {n}"), w.join(), 0)?;
+    }
+    PASS
+}
+
+fn explicit_differ_miss(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    if t.possible.len() < 2 {
+        return Ok(Outcome::Skip(format!(
+            "needs >= 2 possible nodes, have {} ({})",
+            t.possible.len(),
+            list_str(&t.possible)
+        )));
+    }
+    let m = Mapping::anon(1, false)?;
+    let (a, b) = (t.possible[0], t.possible[t.possible.len() - 1]);
+    // Waiter 1 on A; waker on B misses it; it times out.
+    m.set(0, 0, a);
+    let w1 = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 800, None)?;
+    w1.blocked()?;
+    m.word(4).store(b, Ordering::SeqCst);
+    want_ok(
+        &format!("wake with node {b} of a waiter on node {a}"),
+        wake(&m, 0, i32::MAX, PRIVATE_NUMA),
+        0,
+    )?;
+    want_err(
+        &format!("waiter on node {a} after a node-{b} wake"),
+        w1.join(),
+        libc::ETIMEDOUT,
+    )?;
+    // Waiter 2 on A; a node-B wake misses, a node-A wake hits.
+    m.set(0, 0, a);
+    let w2 = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    w2.blocked()?;
+    m.word(4).store(b, Ordering::SeqCst);
+    want_ok(
+        &format!("wake with node {b}"),
+        wake(&m, 0, 1, PRIVATE_NUMA),
+        0,
+    )?;
+    m.word(4).store(a, Ordering::SeqCst);
+    want_ok(
+        &format!("wake with node {a}"),
+        wake(&m, 0, 1, PRIVATE_NUMA),
+        1,
+    )?;
+    want_ok("waiter 2", w2.join(), 0)?;
+    PASS
+}
+
+/// SET 2 if the private hash is expected (must succeed), else must be EINVAL.
+fn set_private_2(ctx: &Ctx) -> Result<(), String> {
+    let got = sys::set_slots(2);
+    if ctx.expect.private_hash {
+        want_ok("PR_FUTEX_HASH_SET_SLOTS 2", got, 0)?;
+        want_ok("PR_FUTEX_HASH_GET_SLOTS", sys::get_slots(), 2)
+    } else {
+        want_err(
+            "PR_FUTEX_HASH_SET_SLOTS 2 without a private hash",
+            got,
+            libc::EINVAL,
+        )
+    }
+}
+
+fn private_hash_numa_matches(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    set_private_2(ctx)?;
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    w.blocked()?;
+    want_ok("NUMA wake", wake(&m, 0, 1, PRIVATE_NUMA), 1)?;
+    want_ok("NUMA waiter", w.join(), 0)?;
+    PASS
+}
+
+fn numa_bypasses_private(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    set_private_2(ctx)?;
+    let m = Mapping::anon(1, false)?;
+    let mut plain_hits = Vec::new();
+    for &n in &t.possible {
+        m.set(0, 0, n);
+        let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+        w.blocked()?;
+        let plain = wake(&m, 0, 1, PRIVATE_PLAIN);
+        match plain {
+            Ok(1) => plain_hits.push(n),
+            Ok(0) => want_ok(
+                &format!("NUMA wake (node {n}) after the plain wake missed"),
+                wake(&m, 0, 1, PRIVATE_NUMA),
+                1,
+            )?,
+            other => return Err(format!("plain private wake {}", numa::show(&other))),
+        }
+        want_ok(&format!("NUMA waiter on node {n}"), w.join(), 0)?;
+    }
+    diag(&format!(
+        "plain private waker woke the NUMA waiter on nodes {}",
+        list_str(&plain_hits)
+    ));
+    if ctx.expect.private_hash {
+        want_eq(
+            "nodes whose NUMA waiter a plain private waker (private table) woke",
+            plain_hits,
+            vec![],
+        )?;
+    } else {
+        want_eq(
+            "number of nodes whose NUMA waiter a plain private waker (global hash) woke",
+            plain_hits.len(),
+            1,
+        )?;
+    }
+    PASS
+}
+
+fn shared_fork_wake(ctx: &Ctx) -> R {
+    let flags = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_NUMA;
+    if !ctx.expect.numa {
+        return expect_flags_rejected(flags).map(|_| Outcome::Pass);
+    }
+    let t = Topology::read()?;
+    let m = Mapping::anon(1, true)?;
+    m.set(0, 0, NO);
+    let uaddr = m.uaddr(0);
+    // SAFETY: single-threaded process; the child only makes raw syscalls
+    // and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        let code = match wait_ms(uaddr, 0, flags, 10_000) {
+            Ok(0) => 0,
+            Err(e) if e.0 == libc::ETIMEDOUT => 2,
+            _ => 3,
+        };
+        // SAFETY: leaving the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let res = (|| {
+        numa::wait_blocked_in(
+            &pid.to_string(),
+            sys::nr::FUTEX_WAIT,
+            Duration::from_secs(5),
+        )?;
+        let n = m.node(0);
+        if !t.online.contains(&n) {
+            return Err(format!(
+                "node word written by the child is {}, not online {}",
+                node_str(n),
+                list_str(&t.online)
+            ));
+        }
+        want_ok("shared NUMA wake from the parent", wake(&m, 0, 1, flags), 1)
+    })();
+    let mut status = 0;
+    let mut reaped = false;
+    for _ in 0..1000 {
+        // SAFETY: status is a live local.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid {
+            reaped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !reaped {
+        // SAFETY: our own child.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, &mut status, 0);
+        }
+        return Err("child did not exit".into());
+    }
+    res?;
+    want_eq(
+        "child exit status (0 = woken, 2 = ETIMEDOUT, 3 = other)",
+        libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        Some(0),
+    )?;
+    PASS
+}
+
+fn waitv_absent() -> R {
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    let e = [waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA)];
+    want_err("waitv with a NUMA entry", waitv_ms(&e, 0, 50), libc::EINVAL)?;
+    want_eq("node word", m.node(0), NO)?;
+    PASS
+}
+
+fn waitv_numa_wakes(ctx: &Ctx) -> R {
+    if !ctx.expect.numa {
+        return waitv_absent();
+    }
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    m.set(64, 0, NO);
+    let w = Waiter::waitv(
+        vec![
+            waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
+            waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
+        ],
+        10_000,
+    )?;
+    w.blocked()?;
+    want_ok("NUMA wake of entry 1", wake(&m, 64, 1, PRIVATE_NUMA), 1)?;
+    want_ok("waitv (index of the woken entry)", w.join(), 1)?;
+    PASS
+}
+
+fn waitv_mixed(ctx: &Ctx) -> R {
+    if !ctx.expect.numa {
+        return waitv_absent();
+    }
+    let m = Mapping::anon(1, false)?;
+    m.set(0, 0, NO);
+    m.word(64).store(0, Ordering::SeqCst);
+    let w = Waiter::waitv(
+        vec![
+            waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
+            waitv_entry(m.uaddr(64), 0, PRIVATE_PLAIN),
+        ],
+        10_000,
+    )?;
+    w.blocked()?;
+    want_ok("plain wake of entry 1", wake(&m, 64, 1, PRIVATE_PLAIN), 1)?;
+    want_ok("waitv (index of the woken entry)", w.join(), 1)?;
+    want_ok(
+        "NUMA wake of entry 0 after waitv returned",
+        wake(&m, 0, 1, PRIVATE_NUMA),
+        0,
+    )?;
+    PASS
+}
+
+fn waitv_syscall_flags_einval(_ctx: &Ctx) -> R {
+    let m = Mapping::anon(1, false)?;
+    for f in [sys::FUTEX2_NUMA, sys::FUTEX2_PRIVATE, PRIVATE_NUMA] {
+        m.set(0, 0, NO);
+        let e = [waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA)];
+        want_err(
+            &format!("waitv with syscall flags {f:#x}"),
+            waitv_ms(&e, f, 50),
+            libc::EINVAL,
+        )?;
+        want_eq("node word", m.node(0), NO)?;
+    }
+    PASS
+}
+
+fn requeue_numa(ctx: &Ctx) -> R {
+    let m = Mapping::anon(1, false)?;
+    if !ctx.expect.numa {
+        return requeue_absent(&m);
+    }
+    m.set(0, 0, NO);
+    m.set(64, 0, NO);
+    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    w.blocked()?;
+    let rq = [
+        waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
+        waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
+    ];
+    want_ok(
+        "requeue A->B (nr_wake 0, nr_requeue 1)",
+        sys::futex_requeue(&rq, 0, 0, 1),
+        1,
+    )?;
+    want_ok("wake A after requeue", wake(&m, 0, 1, PRIVATE_NUMA), 0)?;
+    want_ok("wake B after requeue", wake(&m, 64, 1, PRIVATE_NUMA), 1)?;
+    want_ok("requeued waiter", w.join(), 0)?;
+    PASS
+}
+
+fn requeue_mismatch_einval(_ctx: &Ctx) -> R {
+    let m = Mapping::anon(1, false)?;
+    for (f0, f1) in [(PRIVATE_NUMA, PRIVATE_PLAIN), (PRIVATE_PLAIN, PRIVATE_NUMA)] {
+        m.set(0, 0, NO);
+        m.set(64, 0, NO);
+        let rq = [
+            waitv_entry(m.uaddr(0), 0, f0),
+            waitv_entry(m.uaddr(64), 0, f1),
+        ];
+        want_err(
+            &format!("requeue with entry flags {f0:#x} / {f1:#x}"),
+            sys::futex_requeue(&rq, 0, 1, 1),
+            libc::EINVAL,
+        )?;
+        want_eq("node words", (m.node(0), m.node(64)), (NO, NO))?;
+    }
+    PASS
+}
+
+fn concurrent_writeback(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    const THREADS: usize = 8;
+    const ROUNDS: usize = 200;
+    let t = Topology::read()?;
+    let targets = t.pin_targets();
+    if targets.is_empty() {
+        return Err("no CPU to pin to".into());
+    }
+    let valid: Vec<u32> = targets.iter().map(|&(_, n)| n).collect();
+    let m = Arc::new(Mapping::anon(1, false)?);
+    let start = Arc::new(Barrier::new(THREADS + 1));
+    let done = Arc::new(Barrier::new(THREADS + 1));
+    let mut hs = Vec::new();
+    for i in 0..THREADS {
+        let (cpu, _) = targets[i % targets.len()];
+        let (m, start, done) = (m.clone(), start.clone(), done.clone());
+        hs.push(std::thread::spawn(move || -> Result<(), String> {
+            let pinned = numa::sched_setaffinity(&[cpu]).map_err(|e| e.to_string());
+            let mut err = pinned.err();
+            for _ in 0..ROUNDS {
+                start.wait();
+                let r = wake(&m, 0, 0, PRIVATE_NUMA);
+                if err.is_none() && r != Ok(0) {
+                    err = Some(format!("wake nr 0 on CPU {cpu} {}", numa::show(&r)));
+                }
+                done.wait();
+            }
+            err.map_or(Ok(()), Err)
+        }));
+    }
+    let mut bad = None;
+    let mut seen = Vec::new();
+    for round in 0..ROUNDS {
+        m.set(0, 0, NO);
+        start.wait();
+        done.wait();
+        let n = m.node(0);
+        if !valid.contains(&n) && bad.is_none() {
+            bad = Some(format!(
+                "round {round}: node word {} not a node of the CPUs used {}",
+                node_str(n),
+                list_str(&valid)
+            ));
+        }
+        if !seen.contains(&n) {
+            seen.push(n);
+        }
+    }
+    for h in hs {
+        h.join().map_err(|_| "thread panicked".to_string())??;
+    }
+    diag(&format!("final node words seen: {}", list_str(&seen)));
+    bad.map_or(PASS, Err)
+}
+
+fn main() {
+    cases::main(&[
+        Case::new("flag-accepted", |c| r(flag_accepted(c))),
+        Case::new("misaligned-einval", |c| r(misaligned_einval(c))),
+        Case::new("page-end-einval", |c| r(page_end_einval(c))),
+        Case::new("prot-none-efault", |c| r(prot_none_efault(c))),
+        Case::new("sizes-other-than-u32-einval", |c| r(sizes_einval(c))),
+        Case::new("node-possible-accepted", |c| r(node_possible_accepted(c))),
+        Case::new("node-possible-offline-accepted", |c| {
+            r(node_possible_offline_accepted(c))
+        }),
+        Case::new("node-not-possible-einval", |c| {
+            r(node_not_possible_einval(c))
+        }),
+        Case::new("node-out-of-range-einval", |c| {
+            r(node_out_of_range_einval(c))
+        }),
+        Case::new("writeback-wait-eagain-each-cpu", |c| {
+            r(writeback_wait_eagain(c))
+        }),
+        Case::new("writeback-wait-timeout-each-cpu", |c| {
+            r(writeback_wait_timeout(c))
+        }),
+        Case::new("writeback-wake-nr0-each-cpu", |c| r(writeback_wake_nr0(c))),
+        Case::new("writeback-waitv-each-entry-each-cpu", |c| {
+            r(writeback_waitv(c))
+        }),
+        Case::new("writeback-requeue-both-words-each-cpu", |c| {
+            r(writeback_requeue(c))
+        }),
+        Case::new("writeback-requeue-eagain", |c| {
+            r(writeback_requeue_eagain(c))
+        }),
+        Case::new("readonly-no-node-efault", |c| r(readonly_no_node_efault(c))),
+        Case::new("readonly-preset-node-ok", |c| r(readonly_preset_node_ok(c))),
+        Case::new("wait-wake-one", |c| r(wait_wake_one(c))),
+        Case::new("wake-64-waiters", |c| r(wake_64(c))),
+        Case::new("explicit-node-same-hit", |c| r(explicit_same_hit(c))),
+        Case::new("explicit-nodes-differ-miss", |c| r(explicit_differ_miss(c))),
+        Case::new("private-hash-numa-still-matches", |c| {
+            r(private_hash_numa_matches(c))
+        }),
+        Case::new("numa-bypasses-private-table", |c| {
+            r(numa_bypasses_private(c))
+        }),
+        Case::new("shared-fork-wake", |c| r(shared_fork_wake(c))),
+        Case::new("waitv-numa-wakes", |c| r(waitv_numa_wakes(c))),
+        Case::new("waitv-mixed-entries", |c| r(waitv_mixed(c))),
+        Case::new("waitv-syscall-flags-einval", |c| {
+            r(waitv_syscall_flags_einval(c))
+        }),
+        Case::new("requeue-numa-both-entries", |c| r(requeue_numa(c))),
+        Case::new("requeue-mismatched-flags-einval", |c| {
+            r(requeue_mismatch_einval(c))
+        }),
+        Case::new("concurrent-writeback-valid-node", |c| {
+            r(concurrent_writeback(c))
+        }),
+    ]);
+}
