@@ -857,6 +857,37 @@ ok 2 topology # SKIP reason
     }
 
     #[test]
+    fn kselftest_output_nested_by_guest_init() {
+        check(
+            include_str!("../tests/fixtures/ktap/kselftest-futex.ktap"),
+            "
+            1..2
+            not ok 1 futex_requeue [1..2]
+              # FAILED: 1 / 2 tests passed.
+              # Totals: pass:1 fail:1 xfail:0 xpass:0 skip:0 error:0
+              # futex_requeue: exit status 1
+              ok 1 global.requeue_single
+                # Starting 2 tests from 1 test cases.
+                #  RUN           global.requeue_single ...
+                #            OK  global.requeue_single
+              not ok 2 global.requeue_multiple
+                #  RUN           global.requeue_multiple ...
+                # futex_requeue.c:101:requeue_multiple:Expected res (9) == 10 (10)
+                # requeue_multiple: Test failed
+                #          FAIL  global.requeue_multiple
+            ok 2 futex_priv_hash [1..1]
+              # PASSED: 1 / 1 tests passed.
+              # Totals: pass:0 fail:0 xfail:0 xpass:0 skip:1 error:0
+              ok 1 global.priv_hash # SKIP Not enough CPUs (4 <= 16)
+                # Starting 1 tests from 1 test cases.
+                #  RUN           global.priv_hash ...
+                #      SKIP      Not enough CPUs (4 <= 16)
+                #            OK  global.priv_hash
+            ",
+        );
+    }
+
+    #[test]
     fn invalid_utf8_control_characters_and_long_lines() {
         let mut input = b"KTAP version 1\n1..2\nok 1 caf\xe9\nok 2 \x1b[31mred\x1b[0m\n".to_vec();
         input.extend_from_slice(b"# ");
