@@ -1,7 +1,20 @@
 //! Flattens a [`CellResult`] into test cases with a status: the one place
 //! that decides pass/fail/skip, used by JUnit and the summary alike.
+//!
+//! Leaves decide: a case per leaf KTAP test, named `top/sub/leaf`. Extra
+//! cases say what the leaves cannot: `top/<exit>` (the parent said `not ok`
+//! though every child passed: the binary crashed or was killed after its
+//! last case), `top/<incomplete>` (the VM ended inside the test),
+//! `top/kernel-<kind>` (a kernel report printed while the test ran),
+//! `boot/kernel-<kind>` (one printed outside any test), `vm` (the VM ended
+//! abnormally and nothing else says so) and `ktap` (the top-level plan does
+//! not match the results).
 
-use crate::result::CellResult;
+use crate::console::{KernelReport, ReportKind};
+use crate::ktap::{Directive, TestNode, TestResult};
+use crate::result::{CellResult, VmEnd};
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write;
 
 /// Status of one case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,7 +41,600 @@ pub struct Case {
     pub status: CaseStatus,
 }
 
+/// How many cases passed, failed and were skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Passed.
+    pub pass: usize,
+    /// Failed.
+    pub fail: usize,
+    /// Skipped.
+    pub skip: usize,
+}
+
+/// Counts cases by status.
+pub fn counts(cases: &[Case]) -> Counts {
+    let mut c = Counts::default();
+    for case in cases {
+        match case.status {
+            CaseStatus::Pass => c.pass += 1,
+            CaseStatus::Skip(_) => c.skip += 1,
+            CaseStatus::Fail { .. } => c.fail += 1,
+        }
+    }
+    c
+}
+
+/// How the VM ended, in words, e.g. "killed by the host watchdog after 300 s".
+pub fn describe(end: &VmEnd) -> String {
+    match end {
+        VmEnd::Finished => "guest-init finished the plan".to_string(),
+        VmEnd::InitError(e) => format!("guest-init failed: {e}"),
+        VmEnd::KernelPanic => "kernel panic".to_string(),
+        VmEnd::Watchdog(d) => format!("killed by the host watchdog after {} s", d.as_secs()),
+        VmEnd::QemuExited { status, stderr } => {
+            match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
+                Some(last) => format!("QEMU exited with status {status}: {last}"),
+                None => format!("QEMU exited with status {status}"),
+            }
+        }
+        VmEnd::Interrupted => "interrupted (SIGINT/SIGTERM)".to_string(),
+    }
+}
+
 /// The cases of a cell.
-pub fn cases(_cell: &CellResult) -> Vec<Case> {
-    Vec::new()
+pub fn cases(cell: &CellResult) -> Vec<Case> {
+    let mut out = Vec::new();
+    let reports = &cell.console.reports;
+    let mut used = vec![false; reports.len()];
+    // Reports of the test named `name`, marked as accounted for.
+    let mut take_reports = |name: &str| -> Vec<&KernelReport> {
+        reports
+            .iter()
+            .zip(used.iter_mut())
+            .filter(|(r, _)| r.test.as_deref() == Some(name))
+            .map(|(r, u)| {
+                *u = true;
+                r
+            })
+            .collect()
+    };
+    let mut explained = false;
+    let mut any_incomplete = false;
+    let mut seen = HashSet::new();
+
+    for (i, top) in cell.ktap.tests.iter().enumerate() {
+        let name = if !top.name.is_empty() {
+            top.name.clone()
+        } else {
+            // An unnamed top-level test is still the plan's entry at its place.
+            cell.planned
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("#{}", top.number))
+        };
+        seen.insert(name.clone());
+        let ctx = Ctx {
+            end: &cell.end,
+            reports: take_reports(&name),
+        };
+        let incomplete = flatten(top, &name, &ctx, &mut out);
+        any_incomplete |= incomplete;
+        explained |= incomplete;
+        if !incomplete {
+            kernel_cases(&name, &ctx.reports, &mut out);
+        }
+    }
+
+    for name in &cell.planned {
+        if seen.contains(name) {
+            continue;
+        }
+        explained = true;
+        let reports = take_reports(name);
+        let verb = if cell.console.running_at_end.as_deref() == Some(name.as_str()) {
+            "did not finish"
+        } else {
+            "did not run"
+        };
+        let why = match cell.end {
+            VmEnd::Finished => "no result from guest-init".to_string(),
+            ref end => describe(end),
+        };
+        out.push(Case {
+            name: name.clone(),
+            status: CaseStatus::Fail {
+                message: format!("{verb}: {why}{}", first_report(&reports)),
+                text: report_text(&reports),
+            },
+        });
+    }
+
+    // Reports of tests KTAP and the plan do not know, and of no test at all.
+    let mut rest: BTreeMap<&str, Vec<&KernelReport>> = BTreeMap::new();
+    for (r, _) in reports.iter().zip(&used).filter(|(_, u)| !**u) {
+        rest.entry(r.test.as_deref().unwrap_or("boot"))
+            .or_default()
+            .push(r);
+    }
+    for (test, reports) in rest {
+        kernel_cases(test, &reports, &mut out);
+    }
+
+    if cell.end == VmEnd::KernelPanic && reports.iter().any(|r| r.kind == ReportKind::Panic) {
+        explained = true;
+    }
+    if cell.end != VmEnd::Finished && !explained {
+        let mut text = describe(&cell.end);
+        if let VmEnd::QemuExited { stderr, .. } = &cell.end {
+            let _ = write!(text, "\n\nQEMU stderr:\n{stderr}");
+        }
+        if !cell.console.tail.is_empty() {
+            let _ = write!(text, "\n\nconsole tail:\n{}", cell.console.tail);
+        }
+        out.push(Case {
+            name: "vm".to_string(),
+            status: CaseStatus::Fail {
+                message: describe(&cell.end),
+                text,
+            },
+        });
+    }
+
+    let doc = &cell.ktap;
+    let results = doc.tests.len() as u64;
+    let plan_broken = match doc.plan {
+        // Fewer results after the VM ended early is already said above.
+        Some(plan) => {
+            results > plan || (results < plan && !any_incomplete && cell.end == VmEnd::Finished)
+        }
+        None => false,
+    };
+    if plan_broken || out.is_empty() {
+        let message = match doc.plan {
+            Some(plan) if plan_broken => format!("plan 1..{plan} but {results} results"),
+            _ => "no test results".to_string(),
+        };
+        out.push(Case {
+            name: "ktap".to_string(),
+            status: CaseStatus::Fail {
+                message,
+                text: doc.problems.join("\n"),
+            },
+        });
+    }
+
+    unique_names(&mut out);
+    out
+}
+
+struct Ctx<'a> {
+    end: &'a VmEnd,
+    /// Kernel reports printed while this top-level test ran.
+    reports: Vec<&'a KernelReport>,
+}
+
+/// Adds the cases of `node` (named `path`); returns whether it or a
+/// descendant is incomplete.
+fn flatten(node: &TestNode, path: &str, ctx: &Ctx<'_>, out: &mut Vec<Case>) -> bool {
+    if node.subtests.is_empty() {
+        out.push(Case {
+            name: path.to_string(),
+            status: leaf_status(node, ctx),
+        });
+        return node.result == TestResult::Incomplete;
+    }
+    let before = out.len();
+    let mut incomplete = false;
+    for sub in &node.subtests {
+        let name = if sub.name.is_empty() {
+            format!("#{}", sub.number)
+        } else {
+            sub.name.clone()
+        };
+        incomplete |= flatten(sub, &format!("{path}/{name}"), ctx, out);
+    }
+    let child_failed = out[before..]
+        .iter()
+        .any(|c| matches!(c.status, CaseStatus::Fail { .. }));
+    match node.result {
+        // Only the innermost open level says the VM ended inside it.
+        TestResult::Incomplete if !incomplete => {
+            out.push(Case {
+                name: format!("{path}/<incomplete>"),
+                status: incomplete_status(node, ctx),
+            });
+            incomplete = true;
+        }
+        TestResult::Ok | TestResult::NotOk if !child_failed => {
+            if let CaseStatus::Fail { message, text } = leaf_status(node, ctx) {
+                out.push(Case {
+                    name: format!("{path}/<exit>"),
+                    status: CaseStatus::Fail { message, text },
+                });
+            }
+        }
+        _ => {}
+    }
+    incomplete
+}
+
+/// The status of a test judged by its own line alone.
+fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
+    let fail = |what: &str| CaseStatus::Fail {
+        message: node
+            .diagnostics
+            .iter()
+            .rev()
+            .map(|d| d.trim())
+            .find(|d| !d.is_empty())
+            .unwrap_or(what)
+            .to_string(),
+        text: node.diagnostics.join("\n"),
+    };
+    match (node.result, &node.directive) {
+        (TestResult::Incomplete, _) => incomplete_status(node, ctx),
+        (_, Some(Directive::Skip(reason))) => CaseStatus::Skip(reason.clone()),
+        (_, Some(Directive::Xfail(_) | Directive::Todo(_))) => CaseStatus::Pass,
+        (_, Some(d @ (Directive::Timeout(r) | Directive::Error(r)))) => {
+            let mut status = fail(d.keyword());
+            if let CaseStatus::Fail { message, .. } = &mut status {
+                *message = if r.is_empty() {
+                    format!("{}: {message}", d.keyword())
+                } else {
+                    format!("{}: {r}", d.keyword())
+                };
+            }
+            status
+        }
+        (TestResult::Ok, None) => CaseStatus::Pass,
+        (TestResult::NotOk, None) => fail("not ok"),
+    }
+}
+
+fn incomplete_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
+    let why = match ctx.end {
+        VmEnd::Finished => "the KTAP stream ended before its result line".to_string(),
+        end => describe(end),
+    };
+    let mut text = node.diagnostics.join("\n");
+    let reports = report_text(&ctx.reports);
+    if !text.is_empty() && !reports.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(&reports);
+    CaseStatus::Fail {
+        message: format!("did not finish: {why}{}", first_report(&ctx.reports)),
+        text,
+    }
+}
+
+/// `; kernel bug: BUG: ...` for a message, or nothing.
+fn first_report(reports: &[&KernelReport]) -> String {
+    match reports.first() {
+        Some(r) => format!("; kernel {}: {}", r.kind, r.title),
+        None => String::new(),
+    }
+}
+
+fn report_text(reports: &[&KernelReport]) -> String {
+    let mut text = String::new();
+    for r in reports {
+        if !text.is_empty() {
+            text.push_str("\n\n");
+        }
+        let _ = write!(
+            text,
+            "kernel {} at console line {}:\n{}",
+            r.kind, r.line, r.excerpt
+        );
+    }
+    text
+}
+
+/// One failing `test/kernel-<kind>` case per kind of report.
+fn kernel_cases(test: &str, reports: &[&KernelReport], out: &mut Vec<Case>) {
+    let mut by_kind: BTreeMap<ReportKind, Vec<&KernelReport>> = BTreeMap::new();
+    for r in reports {
+        by_kind.entry(r.kind).or_default().push(r);
+    }
+    for (kind, reports) in by_kind {
+        let mut message = format!("kernel {kind}: {}", reports[0].title);
+        if reports.len() > 1 {
+            let _ = write!(message, " (and {} more)", reports.len() - 1);
+        }
+        out.push(Case {
+            name: format!("{test}/kernel-{kind}"),
+            status: CaseStatus::Fail {
+                message,
+                text: report_text(&reports),
+            },
+        });
+    }
+}
+
+/// JUnit consumers merge cases with equal names: number the repeats.
+fn unique_names(cases: &mut [Case]) {
+    let mut seen: HashSet<String> = HashSet::new();
+    for case in cases {
+        if !seen.insert(case.name.clone()) {
+            let mut k = 2;
+            while !seen.insert(format!("{} ({k})", case.name)) {
+                k += 1;
+            }
+            case.name = format!("{} ({k})", case.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{console, ktap};
+    use std::time::{Duration, SystemTime};
+
+    fn cell(ktap_text: &str, console_text: &str, end: VmEnd, planned: &[&str]) -> CellResult {
+        CellResult {
+            name: "debian-7.3.4/nodes2/smoke".into(),
+            kernel: "debian:7.3.4".into(),
+            topology: "nodes2".into(),
+            suite: "smoke".into(),
+            accel: "tcg".into(),
+            qemu_version: "QEMU emulator version 7.2.15".into(),
+            planned: planned.iter().map(|s| s.to_string()).collect(),
+            end,
+            ktap: ktap::parse(ktap_text.as_bytes()),
+            console: console::scan(console_text.as_bytes()),
+            console_log: None,
+            duration: Duration::from_millis(6400),
+            started: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    fn summary(cases: &[Case]) -> String {
+        let mut out = String::new();
+        for c in cases {
+            let _ = match &c.status {
+                CaseStatus::Pass => writeln!(out, "{}: pass", c.name),
+                CaseStatus::Skip(r) => writeln!(out, "{}: skip: {r}", c.name),
+                CaseStatus::Fail { message, .. } => writeln!(out, "{}: FAIL: {message}", c.name),
+            };
+        }
+        out
+    }
+
+    #[track_caller]
+    fn check(cell: &CellResult, expected: &str) {
+        let got = summary(&cases(cell));
+        let expected: String = expected
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            got, expected,
+            "\n--- got:\n{got}\n--- expected:\n{expected}"
+        );
+    }
+
+    const TWO: &str = "\
+KTAP version 1
+1..2
+  KTAP version 1
+  # Subtest: smoke
+  1..2
+  ok 1 uname
+  # expected 2 got 3
+  not ok 2 futex_basic
+not ok 1 smoke
+  KTAP version 1
+  # Subtest: topology
+  1..1
+  ok 1 nodes # SKIP only one node
+ok 2 topology # SKIP reason
+";
+
+    const WARNING_IN_TOPOLOGY: &str = "\
+[    1.0] harness: begin 2 topology
+[    1.1] ------------[ cut here ]------------
+[    1.2] WARNING: CPU: 1 PID: 2 at kernel/futex/core.c:10 f+0x1/0x2
+[    1.3] ---[ end trace 0000000000000000 ]---
+[    1.4] harness: end 2 topology
+";
+
+    const PANIC_IN_SMOKE: &str = "\
+[    1.0] harness: begin 1 smoke
+[    2.0] BUG: kernel NULL pointer dereference, address: 0000000000000008
+[    2.1] Oops: 0000 [#1] PREEMPT SMP NOPTI
+[    2.2] ---[ end trace 0000000000000000 ]---
+[    2.3] Kernel panic - not syncing: Fatal exception
+[    2.4] ---[ end Kernel panic - not syncing: Fatal exception ]---
+";
+
+    #[test]
+    fn table() {
+        let watchdog = VmEnd::Watchdog(Duration::from_secs(300));
+        let planned = &["smoke", "topology"][..];
+        let cases: &[(&str, CellResult, &str)] = &[
+            (
+                "the example: leaves decide, skips keep their reason",
+                cell(TWO, "", VmEnd::Finished, planned),
+                "
+                smoke/uname: pass
+                smoke/futex_basic: FAIL: expected 2 got 3
+                topology/nodes: skip: only one node
+                ",
+            ),
+            (
+                "a WARNING during a test fails it",
+                cell(TWO, WARNING_IN_TOPOLOGY, VmEnd::Finished, planned),
+                "
+                smoke/uname: pass
+                smoke/futex_basic: FAIL: expected 2 got 3
+                topology/nodes: skip: only one node
+                topology/kernel-warning: FAIL: kernel warning: WARNING: CPU: 1 PID: 2 at kernel/futex/core.c:10 f+0x1/0x2
+                ",
+            ),
+            (
+                "not ok parent with passing children: the binary died after its last case",
+                cell(
+                    "KTAP version 1\n1..1\n  KTAP version 1\n  # Subtest: s\n  1..1\n  ok 1 a\n\
+                     # s: killed by signal 11 (SIGSEGV)\nnot ok 1 s\n",
+                    "",
+                    VmEnd::Finished,
+                    &["s"],
+                ),
+                "
+                s/a: pass
+                s/<exit>: FAIL: s: killed by signal 11 (SIGSEGV)
+                ",
+            ),
+            (
+                "directives: XFAIL and TODO pass, TIMEOUT and ERROR fail, top-level leaf",
+                cell(
+                    "KTAP version 1\n1..5\nnot ok 1 a # XFAIL known\nnot ok 2 b # TODO\n\
+                     # slow\nnot ok 3 c # TIMEOUT\nnot ok 4 d # ERROR exec failed\nnot ok 5 e\n",
+                    "",
+                    VmEnd::Finished,
+                    &[],
+                ),
+                "
+                a: pass
+                b: pass
+                c: FAIL: TIMEOUT: slow
+                d: FAIL: ERROR: exec failed
+                e: FAIL: not ok
+                ",
+            ),
+            (
+                "panic inside a test: incomplete, the rest did not run",
+                cell(
+                    "KTAP version 1\n1..2\n  KTAP version 1\n  # Subtest: smoke\n  1..2\n  ok 1 uname\n",
+                    PANIC_IN_SMOKE,
+                    VmEnd::KernelPanic,
+                    planned,
+                ),
+                "
+                smoke/uname: pass
+                smoke/<incomplete>: FAIL: did not finish: kernel panic; kernel bug: BUG: kernel NULL pointer dereference, address: 0000000000000008
+                topology: FAIL: did not run: kernel panic
+                ",
+            ),
+            (
+                "host watchdog while a test wedged before printing KTAP",
+                cell(
+                    "KTAP version 1\n1..2\n",
+                    "harness: begin 1 smoke\n",
+                    watchdog.clone(),
+                    planned,
+                ),
+                "
+                smoke: FAIL: did not finish: killed by the host watchdog after 300 s
+                topology: FAIL: did not run: killed by the host watchdog after 300 s
+                ",
+            ),
+            (
+                "reports outside tests and an unexplained VM end",
+                cell(
+                    "KTAP version 1\n1..1\nok 1 smoke\n",
+                    "[ 0.1] WARNING: CPU: 0 PID: 1 at init/main.c:1 x\n[ 0.2] WARNING: CPU: 0 PID: 1 at init/main.c:2 y\n",
+                    VmEnd::QemuExited {
+                        status: 1,
+                        stderr: "qemu: terminating on signal 15\n".into(),
+                    },
+                    &["smoke"],
+                ),
+                "
+                smoke: pass
+                boot/kernel-warning: FAIL: kernel warning: WARNING: CPU: 0 PID: 1 at init/main.c:1 x (and 1 more)
+                vm: FAIL: QEMU exited with status 1: qemu: terminating on signal 15
+                ",
+            ),
+            (
+                "plan mismatch at top level after a normal end",
+                cell(
+                    "KTAP version 1\n1..3\nok 1 a\nok 2 b\n",
+                    "",
+                    VmEnd::Finished,
+                    &[],
+                ),
+                "
+                a: pass
+                b: pass
+                ktap: FAIL: plan 1..3 but 2 results
+                ",
+            ),
+            (
+                "nothing at all",
+                cell("", "", VmEnd::InitError("no /harness/plan.json".into()), &[]),
+                "
+                vm: FAIL: guest-init failed: no /harness/plan.json
+                ",
+            ),
+            (
+                "a test missing after a normal end, duplicate names",
+                cell(
+                    "KTAP version 1\n1..2\nok 1 a\nok 2 a\n",
+                    "",
+                    VmEnd::Finished,
+                    &["a", "b"],
+                ),
+                "
+                a: pass
+                a (2): pass
+                b: FAIL: did not run: no result from guest-init
+                ",
+            ),
+        ];
+        for (what, cell, expected) in cases {
+            eprintln!("case: {what}");
+            check(cell, expected);
+        }
+    }
+
+    #[test]
+    fn failure_texts_carry_diagnostics_and_excerpts() {
+        let c = cell(
+            "KTAP version 1\n1..1\n  KTAP version 1\n  # Subtest: smoke\n  1..2\n  ok 1 uname\n  # waiting\n",
+            PANIC_IN_SMOKE,
+            VmEnd::KernelPanic,
+            &["smoke"],
+        );
+        let cases = cases(&c);
+        let CaseStatus::Fail { text, .. } = &cases[1].status else {
+            panic!("{cases:?}");
+        };
+        assert!(text.starts_with("waiting\n\nkernel bug at console line 2:\n[    2.0] BUG:"));
+        assert!(text.contains("kernel panic at console line 5:\n[    2.3] Kernel panic"));
+        assert_eq!(
+            counts(&cases),
+            Counts {
+                pass: 1,
+                fail: 1,
+                skip: 0
+            }
+        );
+    }
+
+    #[test]
+    fn describes_every_end() {
+        assert_eq!(describe(&VmEnd::Finished), "guest-init finished the plan");
+        assert_eq!(describe(&VmEnd::KernelPanic), "kernel panic");
+        assert_eq!(
+            describe(&VmEnd::Watchdog(Duration::from_secs(300))),
+            "killed by the host watchdog after 300 s"
+        );
+        assert_eq!(
+            describe(&VmEnd::QemuExited {
+                status: -9,
+                stderr: String::new()
+            }),
+            "QEMU exited with status -9"
+        );
+        assert_eq!(
+            describe(&VmEnd::Interrupted),
+            "interrupted (SIGINT/SIGTERM)"
+        );
+    }
 }
