@@ -10,6 +10,7 @@
 
 pub mod cases;
 pub mod expect;
+pub mod hash;
 pub mod init;
 pub mod ktap;
 pub mod numa;

@@ -1,0 +1,923 @@
+//! Resizing the private futex hash with waiters queued, concurrent SETs,
+//! automatic sizing, and what fork / exec / vfork / posix_spawn /
+//! clone(CLONE_VM) do to it (futex-abi.md section 2).
+//!
+//! On kernels without the private hash (`private_hash=0`) the same cases
+//! run: every SET must fail exactly as expected (EINVAL) and every waiter
+//! must still be woken with exact counts.
+//!
+//! Stress knobs: `cases::main` rejects unknown arguments, so the stress
+//! amount comes from the environment (inherited by the case processes):
+//! `FUTEX_STRESS_ITERATIONS=N` (default 3) resize rounds and
+//! `FUTEX_STRESS_SECONDS=S` (default 0) minimum wall time for the `*-load`
+//! and `*-race` cases; their timeout grows by S.
+//!
+//! Cases (28):
+//! - `wait-private-resize`, `wait-global-resize`: 4 futex_wait waiters queued
+//!   on a 16-slot table survive SET 128 -> 32 (resp. SET 0): one wake wakes
+//!   exactly 4, each returns 0, a second wake wakes 0.
+//! - `waitv-private-resize`, `waitv-global-resize`: 3 futex_waitv waiters on
+//!   {a, b}: a wake of b wakes exactly 3, each returns index 1; a then has none.
+//! - `requeue-private-resize`, `requeue-global-resize`: 4 waiters on A; after
+//!   the first SET futex_requeue(A->B) moves exactly 4; A wakes 0; after the
+//!   rest B wakes exactly 4, each returns 0.
+//! - `pi-private-resize`, `pi-global-resize`: the main thread holds a PI lock
+//!   (legacy FUTEX_LOCK_PI_PRIVATE), 2 waiters block on it; after the resize
+//!   UNLOCK_PI hands it on: each waiter gets the lock with its TID in the word,
+//!   unlocks with 0, the word ends 0.
+//! - `wait-private-resize-load`: the futex_wait scenario repeated
+//!   (16 -> 128 -> 32 -> 16, N rounds) while 2 threads hammer other futexes
+//!   (every hammer op must return exactly 0 / EAGAIN / ETIMEDOUT).
+//! - `mixed-global-resize-load`: wait + waitv + requeued waiters, hammer
+//!   threads, then SET 0: all woken with exact counts.
+//! - `set0-race`: two threads SET 0 at once: at least one returns 0, the other 0 or
+//!   EBUSY (never both EBUSY; futex-abi.md's "0 and EBUSY" is only one outcome);
+//!   GET 0; SET 16 EBUSY.
+//! - `set0-vs-set128-race`: SET 0 returns 0, SET 128 0 or EBUSY; GET 0 at the end.
+//! - `set32-vs-set128-race`: both return 0, GET ends 32 or 128.
+//! - `set-vs-thread-create`: SET 64 while threads are being created: SET 0,
+//!   every spawn succeeds, GET ends 64 or an automatic size for the thread counts seen.
+//! - `set0-vs-thread-create`: SET 0 while threads are being created: every
+//!   spawn succeeds, GET 0, SET 16 EBUSY.
+//! - `auto-first-thread-16`: GET 0, then one thread -> 16 at once (growth != none).
+//! - `auto-size-formula`: online+1 threads -> GET reaches exactly
+//!   clamp(roundup_pow_of_two(4*min(threads, online)), 16, global) (polled).
+//! - `auto-capped-by-cpus`: 4*online+4 threads: GET still the formula (16 on <= 4 CPUs).
+//! - `auto-growth-past-16`: (>= 5 online CPUs, else SKIP) GET grows past 16 to the formula.
+//! - `auto-only-grows`: after the threads exit GET keeps its size.
+//! - `fork-child-get-0`: after SET 32, a forked child sees GET 0; the parent keeps 32.
+//! - `fork-threaded-child-get-0`: a child forked from a threaded process sees GET 0.
+//! - `exec-get-0`: a process that SET 64 then execs itself sees GET 0.
+//! - `vfork-growth`, `posix-spawn-growth`, `clone-vm-growth`: GET after the
+//!   clone is 16 or 0 as `growth` says (thread: only CLONE_THREAD; vm-not-vfork:
+//!   clone(CLONE_VM) yes, vfork no; any-vm: all three).
+//! - `shared-futex-private-2`, `shared-futex-global`: with the parent on a
+//!   2-slot (resp. global) hash and the child on its own 4-slot table, a
+//!   shared futex on a MAP_SHARED page: the child's wait is woken by the
+//!   parent's wake (count exactly 1), and the parent's wait by the child's.
+
+use guest_tests::cases::{diag, main as run, Case, Ctx};
+use guest_tests::expect::Expect;
+use guest_tests::hash::{
+    self, done, ensure, ensure_get, ensure_res, ensure_set, fail, legacy, priv32, skip, want_get,
+    want_set, Check, Hammer, Parked, Res, SharedPage, Worker, EBUSY,
+};
+use guest_tests::ktap::Outcome;
+use guest_tests::sys::{self, Errno, FutexWaitv};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+const PROBE_ENV: &str = "FUTEX_RESIZE_PROBE";
+const WAIT_MS: u64 = 10_000;
+const JOIN: Duration = Duration::from_secs(15);
+const BLOCK: Duration = Duration::from_secs(5);
+
+// ------------------------------------------------------- waiter scenarios
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Wait,
+    Waitv,
+    Requeue,
+    Pi,
+}
+
+/// Runs the SETs of `sizes` checking each SET and the GET after it.
+fn resize(e: &Expect, sizes: &[u64]) -> Check {
+    for &s in sizes {
+        ensure_set(e, s, Ok(0))?;
+        ensure_get(e, &format!("right after SET {s}"), s as i64)?;
+    }
+    Ok(())
+}
+
+/// One scenario of `kind`: waiters queued, `sizes` applied, exact wake-up.
+fn scenario(e: &Expect, kind: Kind, sizes: &[u64]) -> Check {
+    match kind {
+        Kind::Wait => scenario_wait(e, sizes),
+        Kind::Waitv => scenario_waitv(e, sizes),
+        Kind::Requeue => scenario_requeue(e, sizes),
+        Kind::Pi => scenario_pi(e, sizes),
+    }
+}
+
+fn spawn_waiters(word: &Arc<AtomicU32>, n: usize) -> Result<Vec<Worker<Res>>, Outcome> {
+    (0..n)
+        .map(|_| {
+            let w = word.clone();
+            Worker::spawn(move || hash::wait_ms(&w, 0, priv32(), WAIT_MS))
+        })
+        .collect()
+}
+
+fn check_all(what: &str, rs: Vec<Res>, want: Res) -> Check {
+    for (i, r) in rs.into_iter().enumerate() {
+        ensure_res(&format!("{what} {i}"), r, want)?;
+    }
+    Ok(())
+}
+
+fn scenario_wait(e: &Expect, sizes: &[u64]) -> Check {
+    let word = Arc::new(AtomicU32::new(0));
+    let ws = spawn_waiters(&word, 4)?;
+    hash::wait_blocked(
+        &hash::tids(&ws)?,
+        sys::nr::FUTEX_WAIT,
+        BLOCK,
+        hash::thread_state,
+    )?;
+    resize(e, sizes)?;
+    word.store(1, Ordering::SeqCst);
+    let woke = hash::wake(&word, i32::MAX, priv32());
+    let rs = hash::join_all(ws, JOIN)?;
+    ensure_res("futex_wake(all) after the resize", woke, Ok(4))?;
+    check_all("futex_wait waiter", rs, Ok(0))?;
+    ensure_res("second wake", hash::wake(&word, i32::MAX, priv32()), Ok(0))
+}
+
+fn scenario_waitv(e: &Expect, sizes: &[u64]) -> Check {
+    let a = Arc::new(AtomicU32::new(0));
+    let b = Arc::new(AtomicU32::new(0));
+    let mut ws = Vec::new();
+    for _ in 0..3 {
+        let (a, b) = (a.clone(), b.clone());
+        ws.push(Worker::spawn(move || {
+            let v = [
+                FutexWaitv {
+                    val: 0,
+                    uaddr: a.as_ptr() as u64,
+                    flags: priv32(),
+                    reserved: 0,
+                },
+                FutexWaitv {
+                    val: 0,
+                    uaddr: b.as_ptr() as u64,
+                    flags: priv32(),
+                    reserved: 0,
+                },
+            ];
+            let ts = sys::deadline_ms(WAIT_MS);
+            sys::futex_waitv(&v, 0, Some(&ts), libc::CLOCK_MONOTONIC)
+        })?);
+    }
+    hash::wait_blocked(
+        &hash::tids(&ws)?,
+        sys::nr::FUTEX_WAITV,
+        BLOCK,
+        hash::thread_state,
+    )?;
+    resize(e, sizes)?;
+    b.store(1, Ordering::SeqCst);
+    let woke = hash::wake(&b, i32::MAX, priv32());
+    let rs = hash::join_all(ws, JOIN)?;
+    ensure_res("futex_wake(b) after the resize", woke, Ok(3))?;
+    check_all("futex_waitv waiter (index of b)", rs, Ok(1))?;
+    ensure_res(
+        "wake(a) after all left",
+        hash::wake(&a, i32::MAX, priv32()),
+        Ok(0),
+    )
+}
+
+fn scenario_requeue(e: &Expect, sizes: &[u64]) -> Check {
+    let a = Arc::new(AtomicU32::new(0));
+    let b = Arc::new(AtomicU32::new(0));
+    let ws = spawn_waiters(&a, 4)?;
+    hash::wait_blocked(
+        &hash::tids(&ws)?,
+        sys::nr::FUTEX_WAIT,
+        BLOCK,
+        hash::thread_state,
+    )?;
+    let (first, rest) = sizes.split_at(1.min(sizes.len()));
+    resize(e, first)?;
+    let pair = [
+        FutexWaitv {
+            val: 0,
+            uaddr: a.as_ptr() as u64,
+            flags: priv32(),
+            reserved: 0,
+        },
+        FutexWaitv {
+            val: 0,
+            uaddr: b.as_ptr() as u64,
+            flags: priv32(),
+            reserved: 0,
+        },
+    ];
+    let moved = sys::futex_requeue(&pair, 0, 0, i32::MAX);
+    let left_on_a = hash::wake(&a, i32::MAX, priv32());
+    resize(e, rest)?;
+    a.store(1, Ordering::SeqCst);
+    b.store(1, Ordering::SeqCst);
+    let woke = hash::wake(&b, i32::MAX, priv32());
+    let rs = hash::join_all(ws, JOIN)?;
+    ensure_res("futex_requeue(A -> B, all)", moved, Ok(4))?;
+    ensure_res("wake(A) after the requeue", left_on_a, Ok(0))?;
+    ensure_res("wake(B) after the resize", woke, Ok(4))?;
+    check_all("requeued waiter", rs, Ok(0))
+}
+
+fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
+    let word = Arc::new(AtomicU32::new(0));
+    let me = hash::gettid() as u32;
+    let lock = legacy::LOCK_PI | legacy::PRIVATE;
+    let unlock = legacy::UNLOCK_PI | legacy::PRIVATE;
+    let ts = hash::realtime_deadline_ms(WAIT_MS);
+    ensure_res(
+        "FUTEX_LOCK_PI_PRIVATE (uncontended)",
+        hash::futex_legacy(&word, lock, 0, Some(&ts)),
+        Ok(0),
+    )?;
+    ensure(word.load(Ordering::SeqCst) & legacy::TID_MASK == me, || {
+        format!(
+            "lock word {:#x} does not hold my TID {me}",
+            word.load(Ordering::SeqCst)
+        )
+    })?;
+    let mut ws = Vec::new();
+    for _ in 0..2 {
+        let w = word.clone();
+        ws.push(Worker::spawn(move || {
+            let ts = hash::realtime_deadline_ms(WAIT_MS);
+            let l = hash::futex_legacy(&w, lock, 0, Some(&ts));
+            let owner = w.load(Ordering::SeqCst) & legacy::TID_MASK;
+            let mine = owner == hash::gettid() as u32;
+            let u = if l.is_ok() {
+                hash::futex_legacy(&w, unlock, 0, None)
+            } else {
+                Ok(-1)
+            };
+            (l, mine, u)
+        })?);
+    }
+    hash::wait_blocked(
+        &hash::tids(&ws)?,
+        libc::SYS_futex,
+        BLOCK,
+        hash::thread_state,
+    )?;
+    ensure(word.load(Ordering::SeqCst) & legacy::WAITERS != 0, || {
+        format!(
+            "FUTEX_WAITERS not set in {:#x}",
+            word.load(Ordering::SeqCst)
+        )
+    })?;
+    resize(e, sizes)?;
+    let u = hash::futex_legacy(&word, unlock, 0, None);
+    let rs = hash::join_all(ws, JOIN)?;
+    ensure_res("FUTEX_UNLOCK_PI_PRIVATE by the owner", u, Ok(0))?;
+    for (i, (l, mine, u)) in rs.into_iter().enumerate() {
+        ensure_res(&format!("PI waiter {i} lock"), l, Ok(0))?;
+        ensure(mine, || {
+            format!("PI waiter {i} got the lock without its TID in the word")
+        })?;
+        ensure_res(&format!("PI waiter {i} unlock"), u, Ok(0))?;
+    }
+    ensure(word.load(Ordering::SeqCst) == 0, || {
+        format!(
+            "lock word ends {:#x}, expected 0",
+            word.load(Ordering::SeqCst)
+        )
+    })
+}
+
+fn survive(ctx: &Ctx, kind: Kind, sizes: &[u64]) -> Outcome {
+    done((|| {
+        ensure_set(&ctx.expect, 16, Ok(0))?;
+        scenario(&ctx.expect, kind, sizes)
+    })())
+}
+
+fn wait_private(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Wait, &[128, 32])
+}
+fn wait_global(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Wait, &[0])
+}
+fn waitv_private(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Waitv, &[128, 32])
+}
+fn waitv_global(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Waitv, &[0])
+}
+fn requeue_private(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Requeue, &[128, 32])
+}
+fn requeue_global(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Requeue, &[0])
+}
+fn pi_private(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Pi, &[128, 32])
+}
+fn pi_global(ctx: &Ctx) -> Outcome {
+    survive(ctx, Kind::Pi, &[0])
+}
+
+fn stress_rounds() -> (u64, Duration) {
+    (
+        hash::stress_iterations(3),
+        Duration::from_secs(hash::stress_seconds(0)),
+    )
+}
+
+fn wait_private_load(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        ensure_set(e, 16, Ok(0))?;
+        let hammer = Hammer::start(2)?;
+        let (iters, secs) = stress_rounds();
+        let start = Instant::now();
+        let mut round = 0;
+        while round < iters || start.elapsed() < secs {
+            let kind = [Kind::Wait, Kind::Waitv, Kind::Requeue, Kind::Pi][round as usize % 4];
+            if let Err(o) = scenario(e, kind, &[128, 32, 16]) {
+                let _ = hammer.stop();
+                return Err(match o {
+                    Outcome::Fail(w) => fail(format!("round {round}: {w}")),
+                    o => o,
+                });
+            }
+            round += 1;
+        }
+        let ops = hammer.stop()?;
+        diag(&format!("{round} resize rounds, {ops} hammer ops"));
+        Ok(())
+    })())
+}
+
+fn mixed_global_load(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        ensure_set(e, 16, Ok(0))?;
+        let hammer = Hammer::start(2)?;
+        // Waiters of three kinds queued at once, then the move to global.
+        let w1 = Arc::new(AtomicU32::new(0));
+        let a = Arc::new(AtomicU32::new(0));
+        let b = Arc::new(AtomicU32::new(0));
+        let plain = spawn_waiters(&w1, 3)?;
+        let onto_a = spawn_waiters(&a, 3)?;
+        let mut all: Vec<i32> = hash::tids(&plain)?;
+        all.extend(hash::tids(&onto_a)?);
+        hash::wait_blocked(&all, sys::nr::FUTEX_WAIT, BLOCK, hash::thread_state)?;
+        let pair = [
+            FutexWaitv {
+                val: 0,
+                uaddr: a.as_ptr() as u64,
+                flags: priv32(),
+                reserved: 0,
+            },
+            FutexWaitv {
+                val: 0,
+                uaddr: b.as_ptr() as u64,
+                flags: priv32(),
+                reserved: 0,
+            },
+        ];
+        let moved = sys::futex_requeue(&pair, 0, 0, i32::MAX);
+        resize(e, &[128, 0])?;
+        w1.store(1, Ordering::SeqCst);
+        b.store(1, Ordering::SeqCst);
+        let woke1 = hash::wake(&w1, i32::MAX, priv32());
+        let woke_b = hash::wake(&b, i32::MAX, priv32());
+        let r1 = hash::join_all(plain, JOIN)?;
+        let r2 = hash::join_all(onto_a, JOIN)?;
+        let ops = hammer.stop()?;
+        diag(&format!("{ops} hammer ops"));
+        ensure_res("futex_requeue(A -> B)", moved, Ok(3))?;
+        ensure_res("wake(plain) after SET 0", woke1, Ok(3))?;
+        ensure_res("wake(B) after SET 0", woke_b, Ok(3))?;
+        check_all("plain waiter", r1, Ok(0))?;
+        check_all("requeued waiter", r2, Ok(0))
+    })())
+}
+
+// ------------------------------------------------------------ SET races
+
+/// Runs `a` and `b` on two threads released at the same instant.
+fn race<A, B>(a: A, b: B) -> Result<(Res, Res), Outcome>
+where
+    A: FnOnce() -> Res + Send + 'static,
+    B: FnOnce() -> Res + Send + 'static,
+{
+    let go = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(Barrier::new(3));
+    let spin = |go: Arc<AtomicBool>, ready: Arc<Barrier>| {
+        ready.wait();
+        while !go.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+    };
+    let (g1, r1, g2, r2) = (go.clone(), ready.clone(), go.clone(), ready.clone());
+    let ta = Worker::spawn(move || {
+        spin(g1, r1);
+        a()
+    })?;
+    let tb = Worker::spawn(move || {
+        spin(g2, r2);
+        b()
+    })?;
+    ready.wait();
+    go.store(true, Ordering::Release);
+    Ok((ta.join(JOIN)?, tb.join(JOIN)?))
+}
+
+fn set0_race(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        let (ra, rb) = race(|| hash::set(0), || hash::set(0))?;
+        diag(&format!(
+            "SET 0 / SET 0: {} / {}",
+            hash::show(&ra),
+            hash::show(&rb)
+        ));
+        if e.private_hash {
+            let mut v = [ra, rb];
+            v.sort_by_key(|r| r.is_err());
+            // futex-abi.md says "0 and EBUSY", but when the first SET's
+            // pivot is deferred (old table still referenced) the second one
+            // replaces the pending global table (futex_hash_less) and also
+            // returns 0; seen on 6.18 in most runs. Both EBUSY never.
+            ensure(v == [Ok(0), EBUSY] || v == [Ok(0), Ok(0)], || {
+                format!(
+                    "two concurrent SET 0: expected Ok(0) and (Ok(0) or EBUSY), got {} and {}",
+                    hash::show(&ra),
+                    hash::show(&rb)
+                )
+            })?;
+        } else {
+            ensure_res("SET 0 (thread a)", ra, want_set(e, Ok(0)))?;
+            ensure_res("SET 0 (thread b)", rb, want_set(e, Ok(0)))?;
+        }
+        ensure_get(e, "after the race", 0)?;
+        ensure_set(e, 16, EBUSY)
+    })())
+}
+
+fn set0_vs_128(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        let (r0, r128) = race(|| hash::set(0), || hash::set(128))?;
+        diag(&format!(
+            "SET 0 / SET 128: {} / {}",
+            hash::show(&r0),
+            hash::show(&r128)
+        ));
+        ensure_res("SET 0 racing SET 128", r0, want_set(e, Ok(0)))?;
+        if e.private_hash {
+            ensure(r128 == Ok(0) || r128 == EBUSY, || {
+                format!(
+                    "SET 128 racing SET 0: expected Ok(0) or EBUSY, got {}",
+                    hash::show(&r128)
+                )
+            })?;
+        } else {
+            ensure_res("SET 128 racing SET 0", r128, want_set(e, Ok(0)))?;
+        }
+        ensure_get(e, "after the race (global wins)", 0)?;
+        ensure_set(e, 16, EBUSY)
+    })())
+}
+
+fn set32_vs_128(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        let (ra, rb) = race(|| hash::set(32), || hash::set(128))?;
+        ensure_res("SET 32 racing SET 128", ra, want_set(e, Ok(0)))?;
+        ensure_res("SET 128 racing SET 32", rb, want_set(e, Ok(0)))?;
+        let g = hash::get();
+        diag(&format!("GET after the race: {}", hash::show(&g)));
+        if e.private_hash {
+            ensure(g == Ok(32) || g == Ok(128), || {
+                format!(
+                    "GET after SET 32 / SET 128 race: expected 32 or 128, got {}",
+                    hash::show(&g)
+                )
+            })
+        } else {
+            ensure_res("GET after the race", g, want_get(e, 0))
+        }
+    })())
+}
+
+/// Creates `n` short-lived threads one after another (each must spawn).
+fn churn(n: usize, stop: Arc<AtomicBool>) -> Result<usize, String> {
+    let mut made = 0;
+    for _ in 0..n {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let h = std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| std::thread::sleep(Duration::from_millis(1)))
+            .map_err(|e| format!("thread {made} failed to spawn: {e}"))?;
+        h.join().map_err(|_| "churn thread panicked".to_string())?;
+        made += 1;
+    }
+    Ok(made)
+}
+
+fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
+    let e = &ctx.expect;
+    let (iters, secs) = stress_rounds();
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let n = 50 * iters as usize;
+    // Two spawners so there are 3 threads at times (counts up to 3 matter).
+    let c1 = Worker::spawn(move || churn(n, s2))?;
+    let s3 = stop.clone();
+    let c2 = Worker::spawn(move || churn(n, s3))?;
+    std::thread::sleep(Duration::from_millis(5));
+    let start = Instant::now();
+    let r = hash::set(slots);
+    while start.elapsed() < secs {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let made1 = c1.join(Duration::from_secs(30) + secs)?;
+    let made2 = c2.join(Duration::from_secs(30) + secs)?;
+    stop.store(true, Ordering::SeqCst);
+    let (m1, m2) = match (made1, made2) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(w), _) | (_, Err(w)) => return Err(fail(format!("racing SET {slots}: {w}"))),
+    };
+    diag(&format!(
+        "SET {slots} -> {}; {m1} + {m2} threads created",
+        hash::show(&r)
+    ));
+    ensure_res(
+        &format!("SET {slots} racing thread creation"),
+        r,
+        want_set(e, Ok(0)),
+    )?;
+    let g = hash::poll_get(5, 50, |_| false);
+    if !e.private_hash {
+        return ensure_res("GET after the race", g, want_get(e, 0));
+    }
+    if slots == 0 {
+        ensure_res("GET after SET 0 raced thread creation", g, Ok(0))?;
+        return ensure_set(e, 16, EBUSY);
+    }
+    let online = hash::online_cpus();
+    let global = hash::global_size();
+    let autos: Vec<i64> = (1..=4)
+        .map(|t| hash::auto_size_for(t, online, global) as i64)
+        .collect();
+    ensure(
+        g == Ok(slots as i64) || matches!(g, Ok(v) if autos.contains(&v)),
+        || {
+            format!(
+            "GET after SET {slots} raced thread creation: expected {slots} or an automatic size {autos:?}, got {}",
+            hash::show(&g)
+        )
+        },
+    )
+}
+
+fn set64_vs_create(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 64))
+}
+
+fn set0_vs_create(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 0))
+}
+
+// ---------------------------------------------------------- auto sizing
+
+fn auto_want(e: &Expect, threads: usize) -> Res {
+    if hash::growth_allocates(e.growth, true, false) {
+        want_get(
+            e,
+            hash::auto_size_for(threads, hash::online_cpus(), hash::global_size()) as i64,
+        )
+    } else {
+        want_get(e, 0)
+    }
+}
+
+fn auto_first(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        ensure_get(e, "before any thread", 0)?;
+        let p = Parked::spawn(1, Duration::from_secs(20))?;
+        let g = hash::get();
+        p.release()?;
+        ensure_res("GET right after the first thread", g, auto_want(e, 1))
+    })())
+}
+
+/// Spawns `n` parked threads and polls GET until it equals the formula,
+/// then checks it stays there.
+fn auto_n(e: &Expect, n: usize) -> Check {
+    let want = auto_want(e, n);
+    diag(&format!(
+        "{n} threads, {} online / {} possible CPUs, {} nodes, global {}: want {}",
+        hash::online_cpus(),
+        hash::possible_cpus(),
+        hash::possible_nodes(),
+        hash::global_size(),
+        hash::show(&want)
+    ));
+    let p = Parked::spawn(n, Duration::from_secs(25))?;
+    let start = Instant::now();
+    let g = hash::poll_get(50, 100, |r| *r == want);
+    let waited = start.elapsed();
+    let later = hash::poll_get(3, 100, |_| false);
+    p.release()?;
+    diag(&format!(
+        "GET {} after {} ms",
+        hash::show(&g),
+        waited.as_millis()
+    ));
+    ensure_res(&format!("GET with {n} threads (polled 5 s)"), g, want)?;
+    ensure_res("GET 300 ms later", later, want)
+}
+
+fn auto_formula(ctx: &Ctx) -> Outcome {
+    done(auto_n(&ctx.expect, (hash::online_cpus() + 1).min(16)))
+}
+
+fn auto_capped(ctx: &Ctx) -> Outcome {
+    done(auto_n(&ctx.expect, (4 * hash::online_cpus() + 4).min(64)))
+}
+
+fn auto_past_16(ctx: &Ctx) -> Outcome {
+    let online = hash::online_cpus();
+    if online < 5 {
+        return skip(format!("needs >= 5 online CPUs, have {online}"));
+    }
+    done((|| {
+        let n = online.min(16) + 1;
+        ensure(
+            !hash::growth_allocates(ctx.expect.growth, true, false)
+                || hash::auto_size_for(n, online, hash::global_size()) > 16,
+            || "formula does not exceed 16 here".into(),
+        )?;
+        auto_n(&ctx.expect, n)
+    })())
+}
+
+fn auto_only_grows(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        let n = (hash::online_cpus() + 1).min(16);
+        auto_n(e, n)?;
+        let want = auto_want(e, n);
+        ensure_res("GET after all threads exited", hash::get(), want)?;
+        let p = Parked::spawn(1, Duration::from_secs(20))?;
+        let g = hash::poll_get(5, 100, |r| *r != want);
+        p.release()?;
+        ensure_res("GET after one more thread (no shrink)", g, want)
+    })())
+}
+
+// -------------------------------------------------- fork / exec / clone
+
+fn fork_child(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        ensure_set(e, 32, Ok(0))?;
+        let pid = hash::fork_run(|| hash::res_to_code(hash::get()))?;
+        let code = hash::wait_child(pid, Duration::from_secs(10))?;
+        ensure(code == hash::want_code(want_get(e, 0)), || {
+            format!(
+                "forked child's GET: expected {} (code {}), child exit code {code}",
+                hash::show(&want_get(e, 0)),
+                hash::want_code(want_get(e, 0))
+            )
+        })?;
+        ensure_get(e, "in the parent after fork", 32)
+    })())
+}
+
+fn fork_threaded(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        let p = Parked::spawn(2, Duration::from_secs(20))?;
+        let parent = hash::get();
+        // The child only makes raw syscalls (the parent has threads).
+        let pid = hash::fork_run(|| hash::res_to_code(hash::get()))?;
+        let code = hash::wait_child(pid, Duration::from_secs(10));
+        p.release()?;
+        let code = code?;
+        ensure_res("GET in the threaded parent", parent, auto_want(e, 2))?;
+        ensure(code == hash::want_code(want_get(e, 0)), || {
+            format!(
+                "child of a threaded parent: expected GET {}, child exit code {code}",
+                hash::show(&want_get(e, 0))
+            )
+        })
+    })())
+}
+
+fn exec_get(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        let exe = std::env::current_exe().map_err(|x| fail(format!("current_exe: {x}")))?;
+        let path = std::ffi::CString::new(exe.as_os_str().as_encoded_bytes())
+            .map_err(|_| fail("exe path has a NUL"))?;
+        let env = std::ffi::CString::new(format!("{PROBE_ENV}=get")).expect("no NUL");
+        let set_want = want_set(e, Ok(0));
+        let pid = hash::fork_run(|| {
+            if hash::set(64) != set_want {
+                return 240;
+            }
+            let argv = [path.as_ptr(), std::ptr::null()];
+            let envp = [env.as_ptr(), std::ptr::null()];
+            // SAFETY: NULL-terminated arrays of live C strings.
+            unsafe { libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr()) };
+            241
+        })?;
+        let code = hash::wait_child(pid, Duration::from_secs(10))?;
+        ensure(code != 240, || {
+            format!(
+                "child's SET 64 before exec did not return {}",
+                hash::show(&set_want)
+            )
+        })?;
+        ensure(code != 241, || "execve of self failed".into())?;
+        ensure(code == hash::want_code(want_get(e, 0)), || {
+            format!(
+                "GET after exec: expected {}, probe exit code {code}",
+                hash::show(&want_get(e, 0))
+            )
+        })
+    })())
+}
+
+fn clone_growth(
+    e: &Expect,
+    what: &str,
+    vfork: bool,
+    f: impl FnOnce() -> Result<i32, Outcome>,
+) -> Check {
+    ensure_get(e, &format!("before {what}"), 0)?;
+    let code = f()?;
+    ensure(code == 0, || format!("{what} child exit code {code}"))?;
+    let allocates = hash::growth_allocates(e.growth, false, vfork);
+    let want = want_get(e, if allocates { 16 } else { 0 });
+    ensure_res(
+        &format!("GET after {what} (growth {:?})", e.growth),
+        hash::get(),
+        want,
+    )
+}
+
+fn vfork_growth(ctx: &Ctx) -> Outcome {
+    done(clone_growth(
+        &ctx.expect,
+        "vfork (clone CLONE_VM|CLONE_VFORK)",
+        true,
+        || hash::clone_and_reap(libc::CLONE_VM | libc::CLONE_VFORK),
+    ))
+}
+
+fn clone_vm_growth(ctx: &Ctx) -> Outcome {
+    done(clone_growth(
+        &ctx.expect,
+        "clone(CLONE_VM) without CLONE_THREAD",
+        false,
+        || hash::clone_and_reap(libc::CLONE_VM),
+    ))
+}
+
+fn posix_spawn_growth(ctx: &Ctx) -> Outcome {
+    done(clone_growth(&ctx.expect, "posix_spawn", true, || {
+        let exe = std::env::current_exe().map_err(|x| fail(format!("current_exe: {x}")))?;
+        let path = std::ffi::CString::new(exe.as_os_str().as_encoded_bytes())
+            .map_err(|_| fail("exe path has a NUL"))?;
+        let env = std::ffi::CString::new(format!("{PROBE_ENV}=exit")).expect("no NUL");
+        let argv = [path.as_ptr() as *mut libc::c_char, std::ptr::null_mut()];
+        let envp = [env.as_ptr() as *mut libc::c_char, std::ptr::null_mut()];
+        let mut pid = 0;
+        // SAFETY: NULL-terminated arrays of live C strings; default attrs.
+        let r = unsafe {
+            libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null(),
+                argv.as_ptr(),
+                envp.as_ptr(),
+            )
+        };
+        if r != 0 {
+            return Err(fail(format!("posix_spawn failed: {}", Errno(r))));
+        }
+        hash::wait_child(pid, Duration::from_secs(10))
+    }))
+}
+
+// ------------------------------------------------------ shared futexes
+
+/// Shared futex wait/wake across fork in both directions; the parent is on
+/// `parent_slots`, the child on its own 4-slot table.
+fn shared(ctx: &Ctx, parent_slots: u64) -> Check {
+    let e = &ctx.expect;
+    ensure_set(e, parent_slots, Ok(0))?;
+    let page = SharedPage::new()?;
+    let flags = sys::FUTEX2_SIZE_U32; // shared: no FUTEX2_PRIVATE
+    let child_set = want_set(e, Ok(0));
+    let parent_pid = std::process::id() as i32;
+    let pid = hash::fork_run(|| {
+        if hash::set(4) != child_set {
+            return 50;
+        }
+        // 1. Wait on word 0 until the parent wakes us.
+        match hash::wait_ms(page.word(0), 0, flags, WAIT_MS) {
+            Ok(0) => {}
+            _ => return 51,
+        }
+        // 2. Wake the parent waiting on word 1 once it is blocked.
+        let start = Instant::now();
+        while !matches!(hash::process_state(parent_pid), Some(('S', n)) if n == sys::nr::FUTEX_WAIT)
+        {
+            if start.elapsed() > BLOCK {
+                return 52;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        page.word(1).store(1, Ordering::SeqCst);
+        match hash::wake(page.word(1), i32::MAX, flags) {
+            Ok(1) => 0,
+            Ok(_) => 53,
+            Err(_) => 54,
+        }
+    })?;
+    let blocked = hash::wait_blocked(&[pid], sys::nr::FUTEX_WAIT, BLOCK, hash::process_state);
+    if let Err(o) = blocked {
+        let _ = hash::wait_child(pid, Duration::from_millis(1));
+        return Err(o);
+    }
+    page.word(0).store(1, Ordering::SeqCst);
+    let woke = hash::wake(page.word(0), i32::MAX, flags);
+    let mine = hash::wait_ms(page.word(1), 0, flags, WAIT_MS);
+    let code = hash::wait_child(pid, JOIN)?;
+    ensure(code == 0, || {
+        format!(
+            "child exit code {code} (50: own SET 4 wrong, 51: shared wait not woken with 0, 52: parent never blocked, 53/54: wake count/error)"
+        )
+    })?;
+    ensure_res("shared wake of the child", woke, Ok(1))?;
+    ensure_res("parent's shared wait, woken by the child", mine, Ok(0))?;
+    ensure_get(e, "in the parent at the end", parent_slots as i64)
+}
+
+fn shared_private(ctx: &Ctx) -> Outcome {
+    done(shared(ctx, 2))
+}
+
+fn shared_global(ctx: &Ctx) -> Outcome {
+    done(shared(ctx, 0))
+}
+
+fn probe(mode: &str) -> ! {
+    let code = match mode {
+        "get" => hash::res_to_code(hash::get()),
+        _ => 0,
+    };
+    std::process::exit(code)
+}
+
+fn main() {
+    if let Ok(mode) = std::env::var(PROBE_ENV) {
+        probe(&mode);
+    }
+    let extra = Duration::from_secs(hash::stress_seconds(0));
+    let long = |name, run| Case {
+        name,
+        run,
+        timeout: Duration::from_secs(60) + 2 * extra,
+    };
+    run(&[
+        Case::new("wait-private-resize", wait_private),
+        Case::new("wait-global-resize", wait_global),
+        Case::new("waitv-private-resize", waitv_private),
+        Case::new("waitv-global-resize", waitv_global),
+        Case::new("requeue-private-resize", requeue_private),
+        Case::new("requeue-global-resize", requeue_global),
+        Case::new("pi-private-resize", pi_private),
+        Case::new("pi-global-resize", pi_global),
+        long("wait-private-resize-load", wait_private_load),
+        Case::new("mixed-global-resize-load", mixed_global_load),
+        Case::new("set0-race", set0_race),
+        Case::new("set0-vs-set128-race", set0_vs_128),
+        Case::new("set32-vs-set128-race", set32_vs_128),
+        long("set-vs-thread-create", set64_vs_create),
+        long("set0-vs-thread-create", set0_vs_create),
+        Case::new("auto-first-thread-16", auto_first),
+        Case::new("auto-size-formula", auto_formula),
+        Case::new("auto-capped-by-cpus", auto_capped),
+        Case::new("auto-growth-past-16", auto_past_16),
+        Case::new("auto-only-grows", auto_only_grows),
+        Case::new("fork-child-get-0", fork_child),
+        Case::new("fork-threaded-child-get-0", fork_threaded),
+        Case::new("exec-get-0", exec_get),
+        Case::new("vfork-growth", vfork_growth),
+        Case::new("posix-spawn-growth", posix_spawn_growth),
+        Case::new("clone-vm-growth", clone_vm_growth),
+        Case::new("shared-futex-private-2", shared_private),
+        Case::new("shared-futex-global", shared_global),
+    ])
+}
