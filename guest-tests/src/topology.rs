@@ -1,1 +1,581 @@
-//! Declared vs seen NUMA topology.
+//! The declared NUMA topology against what the guest kernel shows in sysfs.
+//!
+//! The host passes the topology it gave QEMU to the `topology` binary as
+//! `--nodes 0:0-1:512M,1:2-3:512M`: nodes separated by `,`, each
+//! `ID:CPUS:MEMORY`. Inside one node, CPU ranges are joined with `+`
+//! (`0:0-1+4:512M`) because `,` separates nodes; a memory-only node has an
+//! empty CPU list (`2::256M`). Memory takes a binary suffix as QEMU does:
+//! `K`, `M`, `G` or `T` (KiB, MiB, ...); a bare number is rejected.
+//!
+//! [`observe`] reads sysfs/procfs under a root directory (so tests can use a
+//! fake tree), [`evaluate`] compares; both never panic, and every failure
+//! message names the expected and the seen value.
+
+use crate::ktap::Outcome;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// A set of CPU numbers.
+pub type CpuSet = BTreeSet<u32>;
+
+/// A node's MemTotal must be at least this percentage of the declared size
+/// (and at most all of it): the kernel keeps its image, page structs and
+/// early allocations out of MemTotal, which costs a few percent to a few
+/// tens of MiB per node.
+pub const MEM_MIN_PERCENT: u64 = 75;
+
+/// One declared node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// NUMA node id.
+    pub id: u32,
+    /// Its CPUs.
+    pub cpus: CpuSet,
+    /// Its memory in bytes.
+    pub mem_bytes: u64,
+}
+
+/// Parses a `--nodes` value (see the module docs). Rejects duplicate node
+/// ids, a CPU in two nodes, zero memory and an empty list.
+pub fn parse_nodes(s: &str) -> Result<Vec<NodeSpec>, String> {
+    let mut nodes: Vec<NodeSpec> = Vec::new();
+    if s.trim().is_empty() {
+        return Err("empty node list; expected e.g. 0:0-1:512M,1:2-3:512M".into());
+    }
+    for (i, part) in s.split(',').enumerate() {
+        let ctx = |e: String| format!("node {} ({part:?}): {e}", i + 1);
+        let fields: Vec<&str> = part.split(':').collect();
+        let [id, cpus, mem] = fields[..] else {
+            return Err(ctx("expected ID:CPUS:MEMORY, e.g. 0:0-1:512M".into()));
+        };
+        let id: u32 = id
+            .trim()
+            .parse()
+            .map_err(|_| ctx(format!("node id {id:?} is not a number")))?;
+        let cpus = parse_cpulist(&cpus.replace('+', ",")).map_err(ctx)?;
+        let mem_bytes = parse_size(mem).map_err(ctx)?;
+        if mem_bytes == 0 {
+            return Err(ctx("memory must not be zero".into()));
+        }
+        if nodes.iter().any(|n| n.id == id) {
+            return Err(ctx(format!("node {id} declared twice")));
+        }
+        if let Some(n) = nodes.iter().find(|n| !n.cpus.is_disjoint(&cpus)) {
+            let both: CpuSet = n.cpus.intersection(&cpus).copied().collect();
+            return Err(ctx(format!(
+                "cpus {} are also in node {}",
+                format_cpulist(&both),
+                n.id
+            )));
+        }
+        nodes.push(NodeSpec {
+            id,
+            cpus,
+            mem_bytes,
+        });
+    }
+    Ok(nodes)
+}
+
+/// Parses the kernel's CPU list format (`0-1,4`, `` for none).
+pub fn parse_cpulist(s: &str) -> Result<CpuSet, String> {
+    let mut set = CpuSet::new();
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(set);
+    }
+    for item in s.split(',') {
+        let num = |x: &str| {
+            x.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("bad cpu list {s:?}: {x:?} is not a cpu number"))
+        };
+        let (lo, hi) = match item.split_once('-') {
+            Some((a, b)) => (num(a)?, num(b)?),
+            None => (num(item)?, num(item)?),
+        };
+        if lo > hi {
+            return Err(format!("bad cpu list {s:?}: range {item:?} runs backwards"));
+        }
+        if hi - lo >= 65536 {
+            return Err(format!("bad cpu list {s:?}: range {item:?} is too large"));
+        }
+        set.extend(lo..=hi);
+    }
+    Ok(set)
+}
+
+/// Formats a CPU set in the kernel's list format (`0-1,4`; `(none)` if empty).
+pub fn format_cpulist(set: &CpuSet) -> String {
+    let mut parts = Vec::new();
+    let mut it = set.iter().copied().peekable();
+    while let Some(lo) = it.next() {
+        let mut hi = lo;
+        while it.peek() == Some(&(hi + 1)) {
+            hi += 1;
+            it.next();
+        }
+        parts.push(if lo == hi {
+            lo.to_string()
+        } else {
+            format!("{lo}-{hi}")
+        });
+    }
+    if parts.is_empty() {
+        "(none)".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// Parses a memory size with a binary suffix: `512M`, `1G`, `64K`, `1T`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 30),
+        Some((i, 'T' | 't')) => (&s[..i], 40),
+        _ => {
+            return Err(format!(
+                "memory {s:?} needs a unit suffix: K, M, G or T (e.g. 512M)"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("memory {s:?}: {digits:?} is not a number"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("memory {s:?} is too large"))
+}
+
+/// `MemTotal` in kB from a node's `meminfo` (`Node 0 MemTotal:  512000 kB`)
+/// or from `/proc/meminfo` (`MemTotal:  512000 kB`).
+pub fn parse_mem_total_kb(meminfo: &str) -> Result<u64, String> {
+    for line in meminfo.lines() {
+        let mut words = line.split_whitespace().peekable();
+        if words.peek() == Some(&"Node") {
+            words.next();
+            words.next();
+        }
+        if words.next() != Some("MemTotal:") {
+            continue;
+        }
+        return match (words.next().map(str::parse::<u64>), words.next()) {
+            (Some(Ok(kb)), Some("kB")) => Ok(kb),
+            _ => Err(format!("cannot parse MemTotal line {line:?}")),
+        };
+    }
+    Err("no MemTotal line".into())
+}
+
+/// Whether `seen_kb` of MemTotal is plausible for `declared_bytes` of RAM:
+/// between [`MEM_MIN_PERCENT`] and 100 percent.
+pub fn memory_ok(declared_bytes: u64, seen_kb: u64) -> bool {
+    let (lo, hi) = mem_bounds_kb(declared_bytes);
+    (lo..=hi).contains(&seen_kb)
+}
+
+fn mem_bounds_kb(declared_bytes: u64) -> (u64, u64) {
+    let kb = declared_bytes / 1024;
+    (kb * MEM_MIN_PERCENT / 100, kb)
+}
+
+/// One node as sysfs shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeenNode {
+    /// Its `cpulist`, parsed.
+    pub cpus: Result<CpuSet, String>,
+    /// `MemTotal` from its `meminfo`, in kB.
+    pub mem_kb: Result<u64, String>,
+}
+
+/// What the guest shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// Whether `/sys/devices/system/node` exists (the kernel has NUMA).
+    pub numa: bool,
+    /// The `nodeN` directories.
+    pub nodes: BTreeMap<u32, SeenNode>,
+    /// `/sys/devices/system/cpu/online`.
+    pub online: Result<CpuSet, String>,
+    /// `MemTotal` of `/proc/meminfo`, in kB.
+    pub mem_total_kb: Result<u64, String>,
+}
+
+/// Sysfs directory of NUMA nodes, relative to the root.
+pub const NODE_DIR: &str = "sys/devices/system/node";
+/// Online CPUs, relative to the root.
+pub const ONLINE_CPUS: &str = "sys/devices/system/cpu/online";
+/// The global meminfo, relative to the root.
+pub const PROC_MEMINFO: &str = "proc/meminfo";
+
+/// Reads what [`evaluate`] needs from sysfs and procfs under `root` (`/`
+/// in the guest).
+pub fn observe(root: &Path) -> Observed {
+    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
+    let node_dir = root.join(NODE_DIR);
+    let mut nodes = BTreeMap::new();
+    let numa = node_dir.is_dir();
+    if let Ok(entries) = std::fs::read_dir(&node_dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(Ok(id)) = name.strip_prefix("node").map(str::parse::<u32>) else {
+                continue;
+            };
+            let dir = e.path();
+            let seen = SeenNode {
+                cpus: read(&dir.join("cpulist")).and_then(|s| parse_cpulist(&s)),
+                mem_kb: read(&dir.join("meminfo")).and_then(|s| parse_mem_total_kb(&s)),
+            };
+            nodes.insert(id, seen);
+        }
+    }
+    Observed {
+        numa,
+        nodes,
+        online: read(&root.join(ONLINE_CPUS)).and_then(|s| parse_cpulist(&s)),
+        mem_total_kb: read(&root.join(PROC_MEMINFO)).and_then(|s| parse_mem_total_kb(&s)),
+    }
+}
+
+/// One topology check, ready to be reported as a KTAP case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// KTAP case name.
+    pub name: String,
+    /// Diagnostics to print before the result, whatever it is.
+    pub notes: Vec<String>,
+    /// The result.
+    pub outcome: Outcome,
+}
+
+/// Compares the declared topology with what was seen. Cases, in order:
+/// `node-count`, `node<N>-cpus` and `node<N>-memory` for each declared node,
+/// `online-cpus`. On a kernel without NUMA (no `/sys/devices/system/node`),
+/// one declared node is compared with the whole machine (online CPUs,
+/// `/proc/meminfo`), with a note; more than one node fails.
+pub fn evaluate(declared: &[NodeSpec], seen: &Observed) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let no_numa = format!("no /{NODE_DIR} (kernel without CONFIG_NUMA?)");
+    let flat = !seen.numa && declared.len() == 1;
+    let ids =
+        |it: &mut dyn Iterator<Item = u32>| it.map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let declared_ids = ids(&mut declared.iter().map(|n| n.id));
+
+    let (outcome, notes) = if seen.numa {
+        let n = seen.nodes.len();
+        let outcome = Outcome::check(n == declared.len(), || {
+            format!(
+                "expected {} node(s) ({declared_ids}), seen {n} ({})",
+                declared.len(),
+                ids(&mut seen.nodes.keys().copied())
+            )
+        });
+        (outcome, vec![])
+    } else if flat {
+        (
+            Outcome::Pass,
+            vec![format!(
+                "{no_numa}; one node declared, so the whole machine is that node"
+            )],
+        )
+    } else {
+        (
+            Outcome::Fail(format!(
+                "expected {} node(s) ({declared_ids}), seen none: {no_numa}",
+                declared.len()
+            )),
+            vec![],
+        )
+    };
+    checks.push(Check {
+        name: "node-count".into(),
+        notes,
+        outcome,
+    });
+
+    for node in declared {
+        let id = node.id;
+        let node_path = format!("/{NODE_DIR}/node{id}");
+        let (cpus, mem, notes) = if flat {
+            let note = format!("{no_numa}: comparing with /{ONLINE_CPUS} and /{PROC_MEMINFO}");
+            (seen.online.clone(), seen.mem_total_kb.clone(), vec![note])
+        } else {
+            match seen.nodes.get(&id) {
+                Some(s) => (s.cpus.clone(), s.mem_kb.clone(), vec![]),
+                None => {
+                    let e = if seen.numa {
+                        format!("{node_path} does not exist")
+                    } else {
+                        no_numa.clone()
+                    };
+                    (Err(e.clone()), Err(e), vec![])
+                }
+            }
+        };
+        let want = format_cpulist(&node.cpus);
+        checks.push(Check {
+            name: format!("node{id}-cpus"),
+            notes: notes.clone(),
+            outcome: match cpus {
+                Ok(c) => Outcome::check(c == node.cpus, || {
+                    format!("expected cpus {want}, seen {}", format_cpulist(&c))
+                }),
+                Err(e) => Outcome::Fail(format!("expected cpus {want}, seen nothing: {e}")),
+            },
+        });
+        let (lo, hi) = mem_bounds_kb(node.mem_bytes);
+        let want = format!(
+            "MemTotal {MEM_MIN_PERCENT}-100% of {} MiB ({lo}..={hi} kB)",
+            node.mem_bytes >> 20
+        );
+        checks.push(Check {
+            name: format!("node{id}-memory"),
+            notes,
+            outcome: match mem {
+                Ok(kb) => Outcome::check(memory_ok(node.mem_bytes, kb), || {
+                    format!("expected {want}, seen {kb} kB")
+                }),
+                Err(e) => Outcome::Fail(format!("expected {want}, seen nothing: {e}")),
+            },
+        });
+    }
+
+    let union: CpuSet = declared
+        .iter()
+        .flat_map(|n| n.cpus.iter().copied())
+        .collect();
+    let want = format_cpulist(&union);
+    checks.push(Check {
+        name: "online-cpus".into(),
+        notes: vec![],
+        outcome: match &seen.online {
+            Ok(c) => Outcome::check(*c == union, || {
+                format!("expected online cpus {want}, seen {}", format_cpulist(c))
+            }),
+            Err(e) => Outcome::Fail(format!("expected online cpus {want}, seen nothing: {e}")),
+        },
+    });
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(s: &str) -> CpuSet {
+        parse_cpulist(s).unwrap()
+    }
+
+    #[test]
+    fn parses_node_lists() {
+        let nodes = parse_nodes("0:0-1:512M,1:2-3+6:1G,2::64K").unwrap();
+        assert_eq!(
+            nodes,
+            vec![
+                NodeSpec {
+                    id: 0,
+                    cpus: set("0-1"),
+                    mem_bytes: 512 << 20
+                },
+                NodeSpec {
+                    id: 1,
+                    cpus: set("2,3,6"),
+                    mem_bytes: 1 << 30
+                },
+                NodeSpec {
+                    id: 2,
+                    cpus: CpuSet::new(),
+                    mem_bytes: 64 << 10
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn node_list_errors_say_what_is_wrong() {
+        let table: &[(&str, &str)] = &[
+            ("", "empty node list"),
+            ("0:0-1", "node 1 (\"0:0-1\"): expected ID:CPUS:MEMORY"),
+            ("x:0:1G", "node id \"x\" is not a number"),
+            ("0:0-1:512", "needs a unit suffix"),
+            ("0:0-1:0M", "memory must not be zero"),
+            ("0:0-1:1X", "needs a unit suffix"),
+            ("0:1-0:1G", "runs backwards"),
+            ("0:a:1G", "\"a\" is not a cpu number"),
+            (
+                "0:0:1G,0:1:1G",
+                "node 2 (\"0:1:1G\"): node 0 declared twice",
+            ),
+            ("0:0-2:1G,1:2-3:1G", "cpus 2 are also in node 0"),
+            ("0:0:99999999999T", "too large"),
+        ];
+        for (input, want) in table {
+            let e = parse_nodes(input).unwrap_err();
+            assert!(e.contains(want), "{input:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn cpulists_round_trip() {
+        let table: &[(&str, &[u32], &str)] = &[
+            ("0-1,4", &[0, 1, 4], "0-1,4"),
+            ("3", &[3], "3"),
+            ("0-3\n", &[0, 1, 2, 3], "0-3"),
+            ("\n", &[], "(none)"),
+            ("5,0-1,2", &[0, 1, 2, 5], "0-2,5"),
+        ];
+        for (input, cpus, formatted) in table {
+            let s = set(input);
+            assert_eq!(s.iter().copied().collect::<Vec<_>>(), *cpus, "{input:?}");
+            assert_eq!(format_cpulist(&s), *formatted);
+        }
+        assert!(parse_cpulist("0-").is_err());
+        assert!(parse_cpulist("0-4294967295").is_err());
+    }
+
+    #[test]
+    fn meminfo_and_tolerance() {
+        let node = "Node 0 MemTotal:         480236 kB\nNode 0 MemFree:  1 kB\n";
+        assert_eq!(parse_mem_total_kb(node), Ok(480236));
+        let global = "MemTotal:        1004096 kB\nMemFree: 3 kB\n";
+        assert_eq!(parse_mem_total_kb(global), Ok(1004096));
+        assert!(parse_mem_total_kb("MemFree: 3 kB").is_err());
+        assert!(parse_mem_total_kb("MemTotal: lots").is_err());
+        let m = 512 << 20;
+        assert!(memory_ok(m, 524288));
+        assert!(memory_ok(m, 393216));
+        assert!(!memory_ok(m, 393215));
+        assert!(!memory_ok(m, 524289));
+    }
+
+    fn numa(nodes: &[(u32, &str, u64)], online: &str) -> Observed {
+        Observed {
+            numa: true,
+            nodes: nodes
+                .iter()
+                .map(|&(id, cpus, kb)| {
+                    (
+                        id,
+                        SeenNode {
+                            cpus: Ok(set(cpus)),
+                            mem_kb: Ok(kb),
+                        },
+                    )
+                })
+                .collect(),
+            online: Ok(set(online)),
+            mem_total_kb: Ok(nodes.iter().map(|n| n.2).sum()),
+        }
+    }
+
+    fn summary(checks: &[Check]) -> Vec<String> {
+        checks
+            .iter()
+            .map(|c| match &c.outcome {
+                Outcome::Pass => format!("ok {}", c.name),
+                Outcome::Skip(w) => format!("skip {} {w}", c.name),
+                Outcome::Fail(w) => format!("FAIL {}: {w}", c.name),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matching_two_node_topology_passes() {
+        let declared = parse_nodes("0:0-1:512M,1:2-3:512M").unwrap();
+        let seen = numa(&[(0, "0-1", 480000), (1, "2-3", 500000)], "0-3");
+        assert_eq!(
+            summary(&evaluate(&declared, &seen)),
+            [
+                "ok node-count",
+                "ok node0-cpus",
+                "ok node0-memory",
+                "ok node1-cpus",
+                "ok node1-memory",
+                "ok online-cpus"
+            ]
+        );
+    }
+
+    #[test]
+    fn mismatches_name_expected_and_seen() {
+        let declared = parse_nodes("0:0-1:512M,1:2-3:512M").unwrap();
+        let seen = numa(&[(0, "0-3", 1000000)], "0-3");
+        assert_eq!(
+            summary(&evaluate(&declared, &seen)),
+            [
+                "FAIL node-count: expected 2 node(s) (0,1), seen 1 (0)",
+                "FAIL node0-cpus: expected cpus 0-1, seen 0-3",
+                "FAIL node0-memory: expected MemTotal 75-100% of 512 MiB (393216..=524288 kB), seen 1000000 kB",
+                "FAIL node1-cpus: expected cpus 2-3, seen nothing: /sys/devices/system/node/node1 does not exist",
+                "FAIL node1-memory: expected MemTotal 75-100% of 512 MiB (393216..=524288 kB), seen nothing: /sys/devices/system/node/node1 does not exist",
+                "ok online-cpus"
+            ]
+        );
+    }
+
+    #[test]
+    fn kernel_without_numa() {
+        let mut seen = numa(&[], "0-1");
+        seen.numa = false;
+        seen.mem_total_kb = Ok(1_000_000);
+        let one = parse_nodes("0:0-1:1G").unwrap();
+        let checks = evaluate(&one, &seen);
+        assert_eq!(
+            summary(&checks),
+            [
+                "ok node-count",
+                "ok node0-cpus",
+                "ok node0-memory",
+                "ok online-cpus"
+            ]
+        );
+        assert!(checks[0].notes[0].contains("CONFIG_NUMA"), "{checks:?}");
+        assert!(checks[1].notes[0].contains("comparing with"));
+
+        let two = parse_nodes("0:0:512M,1:1:512M").unwrap();
+        let s = summary(&evaluate(&two, &seen));
+        assert_eq!(
+            s[0],
+            "FAIL node-count: expected 2 node(s) (0,1), seen none: no /sys/devices/system/node (kernel without CONFIG_NUMA?)"
+        );
+        assert!(s[1].starts_with("FAIL node0-cpus: expected cpus 0, seen nothing: no /sys"));
+        assert_eq!(s[5], "ok online-cpus");
+    }
+
+    #[test]
+    fn observes_a_sysfs_tree() {
+        let root = std::env::temp_dir().join(format!("topology-test-{}", std::process::id()));
+        let w = |p: &str, s: &str| {
+            let p = root.join(p);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, s).unwrap();
+        };
+        w("sys/devices/system/node/node0/cpulist", "0-1\n");
+        w(
+            "sys/devices/system/node/node0/meminfo",
+            "Node 0 MemTotal:  500000 kB\n",
+        );
+        w("sys/devices/system/node/node1/cpulist", "\n");
+        w("sys/devices/system/node/possible", "0-1\n");
+        w("sys/devices/system/cpu/online", "0-1\n");
+        w("proc/meminfo", "MemTotal:  900000 kB\n");
+        let seen = observe(&root);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(seen.numa);
+        assert_eq!(seen.nodes.len(), 2);
+        assert_eq!(seen.nodes[&0].cpus, Ok(set("0-1")));
+        assert_eq!(seen.nodes[&0].mem_kb, Ok(500000));
+        assert_eq!(seen.nodes[&1].cpus, Ok(CpuSet::new()));
+        assert!(seen.nodes[&1]
+            .mem_kb
+            .as_ref()
+            .unwrap_err()
+            .contains("meminfo"));
+        assert_eq!(seen.online, Ok(set("0-1")));
+        assert_eq!(seen.mem_total_kb, Ok(900000));
+        let empty = observe(Path::new("/nonexistent-root"));
+        assert!(!empty.numa && empty.nodes.is_empty() && empty.online.is_err());
+    }
+}

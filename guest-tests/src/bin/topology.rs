@@ -1,0 +1,52 @@
+//! `topology`: checks that the guest kernel sees the NUMA topology the host
+//! declared to QEMU. Prints one KTAP document; exit 0 if every case passed,
+//! 1 if one failed, 2 on bad arguments.
+//!
+//! Usage: `topology --nodes 0:0-1:512M,1:2-3:512M [--root DIR]`
+//! (node list format in `guest_tests::topology`; `--root` reads sysfs and
+//! procfs under DIR instead of `/`, for trying it on a copy).
+
+use guest_tests::ktap::Ktap;
+use guest_tests::topology::{evaluate, observe, parse_nodes};
+use std::path::PathBuf;
+
+const USAGE: &str = "usage: topology --nodes ID:CPUS:MEM[,ID:CPUS:MEM...] [--root DIR]\n\
+                     e.g. topology --nodes 0:0-1:512M,1:2-3+6:512M";
+
+fn main() {
+    let (nodes, root) = match parse_args(std::env::args().skip(1)) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("topology: {e}\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    let checks = evaluate(&nodes, &observe(&root));
+    let mut k = Ktap::stdout(checks.len());
+    let mut failed = 0;
+    for c in &checks {
+        for note in &c.notes {
+            k.diag(note);
+        }
+        if !k.result(&c.name, &c.outcome) {
+            failed += 1;
+        }
+    }
+    std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+fn parse_args(
+    mut args: impl Iterator<Item = String>,
+) -> Result<(Vec<guest_tests::topology::NodeSpec>, PathBuf), String> {
+    let mut nodes = None;
+    let mut root = PathBuf::from("/");
+    while let Some(a) = args.next() {
+        let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--nodes" => nodes = Some(parse_nodes(&value()?).map_err(|e| format!("--nodes: {e}"))?),
+            "--root" => root = PathBuf::from(value()?),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok((nodes.ok_or("--nodes is required")?, root))
+}
