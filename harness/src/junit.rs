@@ -92,6 +92,9 @@ fn suite(cell: &CellResult) -> TestSuite {
     if let Some(log) = &cell.console_log {
         properties.push(("console_log", log.display().to_string()));
     }
+    for note in &cell.notes {
+        properties.push(("note", note.clone()));
+    }
     for (name, value) in properties {
         suite.add_property(Property::new(name, short(&value)));
     }
@@ -299,6 +302,7 @@ mod tests {
             duration: Duration::from_millis(6400),
             // 2026-07-01T12:00:00Z: fixed so the golden file is stable.
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_782_907_200),
+            notes: vec![],
         }
     }
 

@@ -388,6 +388,7 @@ mod tests {
             console_log: None,
             duration: Duration::from_millis(6400),
             started: SystemTime::UNIX_EPOCH,
+            notes: vec![],
         }
     }
 
