@@ -44,6 +44,10 @@ pub struct Expect {
     pub mpol: bool,
     /// Automatic sizing trigger.
     pub growth: Growth,
+    /// futex_requeue rejects entries whose flags differ (EINVAL): the
+    /// stable fix "mandate both flags are identical" (19f94b390586).
+    /// Without it a mismatched pair is accepted.
+    pub requeue_same_flags: bool,
 }
 
 impl Expect {
@@ -51,13 +55,14 @@ impl Expect {
     pub fn encode(&self) -> String {
         let b = |v: bool| if v { "1" } else { "0" };
         format!(
-            "prctl={},private_hash={},immutable={},numa={},mpol={},growth={}",
+            "prctl={},private_hash={},immutable={},numa={},mpol={},growth={},requeue_same_flags={}",
             b(self.prctl),
             b(self.private_hash),
             b(self.immutable),
             b(self.numa),
             b(self.mpol),
-            self.growth.name()
+            self.growth.name(),
+            b(self.requeue_same_flags)
         )
     }
 
@@ -80,6 +85,7 @@ impl Expect {
                 "immutable" => e.immutable = flag()?,
                 "numa" => e.numa = flag()?,
                 "mpol" => e.mpol = flag()?,
+                "requeue_same_flags" => e.requeue_same_flags = flag()?,
                 "growth" => {
                     e.growth = match v {
                         "none" => Growth::None,
@@ -95,7 +101,7 @@ impl Expect {
                 }
                 _ => {
                     return Err(format!(
-                    "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth"
+                    "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags"
                 ))
                 }
             }
@@ -116,18 +122,26 @@ impl Expect {
             nums.next().unwrap_or(0),
         );
         let at_least = |a: u32, b: u32| (v.0, v.1) >= (a, b);
+        // Where in 6.18.y the backports landed is not known exactly: 6.18.15
+        // (Debian) has neither, 6.18.44 has both. The matrix pins each kernel.
+        let late_6_18 = (v.0, v.1) == (6, 18) && v.2 > 15;
         Expect {
             prctl: at_least(6, 16),
             private_hash: at_least(6, 17),
             immutable: false,
             numa: at_least(6, 16),
             mpol: at_least(6, 16),
+            // Measured: Debian 6.16.12, 6.17.13, 6.18.15 lack the fix;
+            // 7.0.13, 7.3.4 and 6.18.44 have it.
+            requeue_same_flags: at_least(7, 0) || late_6_18,
             growth: if (v.0, v.1) >= (7, 3) || ((v.0, v.1) == (7, 2) && v.2 >= 8) {
                 Growth::AnyVm
-            } else if at_least(7, 1) {
+            } else if at_least(7, 0) || late_6_18 {
+                // Measured: 7.0.13 and 6.18.44 allocate on clone(CLONE_VM)
+                // without CLONE_THREAD (the 7.1 rule, backported).
                 Growth::VmNotVfork
             } else if at_least(6, 17) {
-                // Late 6.18.y / 7.0.y backported VmNotVfork; the matrix says which.
+                // Measured on Debian 6.17.13 and 6.18.15.
                 Growth::Thread
             } else {
                 Growth::None
@@ -154,6 +168,11 @@ mod tests {
         assert_eq!(Expect::for_release("7.2.8").growth, Growth::AnyVm);
         assert_eq!(Expect::for_release("7.2.6").growth, Growth::VmNotVfork);
         assert_eq!(Expect::for_release("6.17.8").growth, Growth::Thread);
+        assert_eq!(Expect::for_release("6.18.15").growth, Growth::Thread);
+        assert_eq!(Expect::for_release("6.18.44").growth, Growth::VmNotVfork);
+        assert_eq!(Expect::for_release("7.0.13").growth, Growth::VmNotVfork);
+        assert!(!Expect::for_release("6.18.15").requeue_same_flags);
+        assert!(Expect::for_release("7.0.13").requeue_same_flags);
         assert!(!Expect::for_release("6.12.1").prctl);
     }
 

@@ -143,9 +143,16 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
 async fn run(args: RunArgs) -> anyhow::Result<u8> {
     let topology = Topology::parse_spec(&args.topology)?;
     let kernel = KernelSpec::parse(&args.kernel)?;
+    let qemu = host::find_qemu()?;
+    let (accel, note) = host::choose_accel(args.accel, &host::probe_kvm())?;
+    if let Some(n) = note {
+        eprintln!("harness: {n}");
+    }
+    let (image, version) = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
+    // Expectations follow the resolved version (debian:6.18 -> 6.18.15).
     let expect = args.expect.clone().or_else(|| {
-        kernel
-            .version()
+        version
+            .as_deref()
             .map(|v| guest_tests::expect::Expect::for_release(v).encode())
     });
     let mut tests: Vec<SuiteTest> = Vec::new();
@@ -160,14 +167,8 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
         )?);
     }
 
-    let qemu = host::find_qemu()?;
-    let (accel, note) = host::choose_accel(args.accel, &host::probe_kvm())?;
-    if let Some(n) = note {
-        eprintln!("harness: {n}");
-    }
     eprintln!("harness: building guest binaries");
     let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build).await??;
-    let image = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
 
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone()).context("installing signal handlers")?;
@@ -251,14 +252,18 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
-/// A bootable image for the spec: a local file, or Debian's package
-/// (fetched, verified and cached; a progress bar while downloading).
-async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> anyhow::Result<PathBuf> {
+/// A bootable image for the spec and its upstream version when known: a
+/// local file, or Debian's package (fetched, verified and cached; a
+/// progress bar while downloading).
+async fn resolve_kernel(
+    k: &KernelSpec,
+    mirror: Option<String>,
+) -> anyhow::Result<(PathBuf, Option<String>)> {
     let version = match k {
-        KernelSpec::Path(p) => return Ok(p.clone()),
+        KernelSpec::Path(p) => return Ok((p.clone(), None)),
         KernelSpec::Debian(v) => v.clone(),
     };
-    tokio::task::spawn_blocking(move || -> anyhow::Result<PathBuf> {
+    tokio::task::spawn_blocking(move || -> anyhow::Result<(PathBuf, Option<String>)> {
         use harness::kernel::{cache::Cache, debian::DebianMirror};
         let cache = Cache::from_env()?;
         let mirror = DebianMirror::discover(mirror.as_deref())?;
@@ -282,7 +287,7 @@ async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> anyhow::Resul
             image.suite,
             image.path.display()
         );
-        Ok(image.path)
+        Ok((image.path, Some(image.version)))
     })
     .await?
 }
