@@ -93,11 +93,9 @@ impl Expect {
                         }
                     }
                 }
-                _ => {
-                    return Err(format!(
+                _ => return Err(format!(
                     "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth"
-                ))
-                }
+                )),
             }
         }
         Ok(e)
