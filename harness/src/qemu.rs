@@ -54,6 +54,8 @@ pub fn kernel_cmdline(extra: &[String]) -> String {
         "panic=-1",
         "rdinit=/init",
         "printk.time=1",
+        // guest-init's begin/end markers must not be rate-limited away.
+        "printk.devkmsg=on",
         // A hung test must not stall the boot-time RNG wait of Rust's std.
         "random.trust_cpu=on",
     ]
@@ -244,7 +246,7 @@ mod tests {
              -object memory-backend-ram,id=mem0,size=512M -object memory-backend-ram,id=mem1,size=512M \
              -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
              -kernel /k/vmlinuz -initrd /c/initrd \
-             -append console=ttyS0,115200 panic=-1 rdinit=/init printk.time=1 random.trust_cpu=on quiet \
+             -append console=ttyS0,115200 panic=-1 rdinit=/init printk.time=1 printk.devkmsg=on random.trust_cpu=on quiet \
              -chardev socket,id=console,path=/c/console.sock -serial chardev:console \
              -chardev socket,id=results,path=/c/results.sock -serial chardev:results \
              -chardev socket,id=qmp,path=/c/qmp.sock -mon chardev=qmp,mode=control \

@@ -35,6 +35,16 @@ fn main() {
         Ok(exit) => exit,
         Err(e) => {
             log.line(&format!("error: {e}"));
+            // Tell the host on the results port too, unless the document
+            // there has started (then the error is in writing it).
+            if port.is_none() {
+                if let Ok(mut p) = ResultsPort::open(RESULTS_PORT) {
+                    for line in report::init_error_doc(&e) {
+                        let _ = p.write_line(&line);
+                    }
+                    port = Some(p);
+                }
+            }
             GuestExit::InitError
         }
     };

@@ -167,6 +167,15 @@ pub fn bad_plan_doc(error: &str) -> Vec<String> {
     ]
 }
 
+/// The whole results document when the init fails before running the plan.
+pub fn init_error_doc(error: &str) -> Vec<String> {
+    vec![
+        "KTAP version 1".to_string(),
+        format!("# guest-init failed: {}", one_line(error)),
+        "1..0 # ERROR guest-init failed".to_string(),
+    ]
+}
+
 /// Totals diagnostic printed after the last result (kselftest style).
 pub fn totals_line(verdicts: &[Verdict]) -> String {
     let count = |v: Verdict| verdicts.iter().filter(|&&x| x == v).count();
@@ -291,6 +300,14 @@ mod tests {
                 "KTAP version 1",
                 "# bad run plan /harness/plan.json: expected value at line 1",
                 "1..0 # ERROR bad run plan",
+            ]
+        );
+        assert_eq!(
+            init_error_doc("mount /sys: EPERM"),
+            vec![
+                "KTAP version 1",
+                "# guest-init failed: mount /sys: EPERM",
+                "1..0 # ERROR guest-init failed",
             ]
         );
         assert_eq!(

@@ -1,0 +1,214 @@
+//! `fault`: misbehaves on purpose, for the harness's fault-injection tests.
+//! Output is not KTAP unless the mode says so.
+//!
+//! Usage: `fault MODE [ARG] [--force]`
+//!
+//! - `panic`: enables sysrq (`/proc/sys/kernel/sysrq` = 1, if that knob
+//!   exists; the trigger file works without it) and writes `c` to
+//!   `/proc/sysrq-trigger`: the kernel crashes. Exits 1 if it did not.
+//! - `hang`: prints one line, ignores SIGTERM and sleeps forever.
+//! - `garbage`: prints a KTAP document (all `ok`) whose names and
+//!   diagnostics hold NUL, ESC sequences, other control characters, invalid
+//!   UTF-8 and XML metacharacters (`<>&"'`, `]]>`); exits 0.
+//! - `flood MIB`: prints exactly MIB MiB of 64-byte lines; exits 0.
+//! - `exit CODE`: exits with CODE (0-255) at once.
+//! - `warn`: triggers a kernel WARNING through LKDTM (mounts debugfs if
+//!   needed, writes `WARNING` to `/sys/kernel/debug/provoke-crash/DIRECT`);
+//!   exits 4 (skip) if the kernel has no LKDTM (`CONFIG_LKDTM`). There is no
+//!   other reliable userspace trigger: a WARN reachable from userspace is a
+//!   kernel bug and gets fixed.
+//!
+//! `panic` and `warn` hurt the machine they run on, so they refuse to run
+//! outside the test VM (no `/harness/plan.json`) unless given `--force`.
+
+use guest_tests::plan::PLAN_PATH;
+use std::io::Write;
+use std::time::Duration;
+
+const USAGE: &str =
+    "usage: fault panic|hang|garbage|warn [--force]\n       fault flood MIB\n       fault exit CODE";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let force = args.iter().any(|a| a == "--force");
+    let args: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--force")
+        .collect();
+    let code = match args[..] {
+        ["panic"] => guarded(force, panic),
+        ["hang"] => hang(),
+        ["garbage"] => garbage(),
+        ["warn"] => guarded(force, warn),
+        ["flood", mib] => match mib.parse::<u64>() {
+            Ok(mib) => flood(mib),
+            Err(_) => usage(&format!("flood: {mib:?} is not a number of MiB")),
+        },
+        ["exit", code] => match code.parse::<u8>() {
+            Ok(code) => code.into(),
+            Err(_) => usage(&format!("exit: {code:?} is not a status 0-255")),
+        },
+        _ => usage("unknown or missing mode"),
+    };
+    std::process::exit(code)
+}
+
+fn usage(msg: &str) -> i32 {
+    eprintln!("fault: {msg}\n{USAGE}");
+    2
+}
+
+/// Runs `f` only inside the test VM (or with `--force`).
+fn guarded(force: bool, f: fn() -> i32) -> i32 {
+    if !force && !std::path::Path::new(PLAN_PATH).exists() {
+        eprintln!(
+            "fault: {PLAN_PATH} missing, so this is not the test VM; refusing to hurt this \
+             kernel (use --force to insist)"
+        );
+        return 2;
+    }
+    f()
+}
+
+fn panic() -> i32 {
+    if let Err(e) = std::fs::write("/proc/sys/kernel/sysrq", "1\n") {
+        eprintln!("fault: cannot enable sysrq ({e}); trying the trigger anyway");
+    }
+    println!("crashing the kernel through /proc/sysrq-trigger");
+    let _ = std::io::stdout().flush();
+    if let Err(e) = std::fs::write("/proc/sysrq-trigger", "c") {
+        eprintln!("fault: /proc/sysrq-trigger: {e}");
+        return 1;
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    eprintln!("fault: the kernel did not crash");
+    1
+}
+
+fn hang() -> i32 {
+    // SAFETY: plain syscall setting a disposition.
+    unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    println!("hanging forever; SIGTERM ignored");
+    let _ = std::io::stdout().flush();
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// The `garbage` document.
+fn garbage_doc() -> Vec<u8> {
+    let lines: &[&[u8]] = &[
+        b"KTAP version 1",
+        b"1..5",
+        b"# NUL: a\0b",
+        b"# ESC: \x1b[31mred\x1b[0m, title \x1b]0;pwned\x07, CSI \xc2\x9b2J",
+        b"# controls: cr\rff\x0cbs\x08del\x7f tab\tend",
+        b"# bad UTF-8: \xff\xfe \xc3\x28 \xed\xa0\x80 \xf0\x28\x8c",
+        b"# XML: <tag attr=\"v\">&amp;&lt; 'q' ]]> <![CDATA[x]]> &#0; &#x1b;",
+        b"ok 1 nul\0name",
+        b"ok 2 esc\x1b[31mname\x1b[0m",
+        b"ok 3 bad-utf8-\xff\xfe\xc3",
+        b"ok 4 xml<>&\"']]>",
+        b"# a long line follows",
+    ];
+    let mut doc = Vec::new();
+    for l in lines {
+        doc.extend_from_slice(l);
+        doc.push(b'\n');
+    }
+    doc.extend_from_slice(b"# ");
+    doc.extend(std::iter::repeat_n(b'<', 10_000));
+    doc.extend_from_slice(b"\nok 5 long-line\n");
+    doc
+}
+
+fn garbage() -> i32 {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(&garbage_doc()).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(_) => 1,
+    }
+}
+
+/// Bytes per `flood` line, newline included.
+const FLOOD_LINE: usize = 64;
+
+fn flood_line(i: u64) -> String {
+    format!("flood line {i:>12} {}\n", "x".repeat(FLOOD_LINE - 25))
+}
+
+fn flood(mib: u64) -> i32 {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let lines = (mib << 20) / FLOOD_LINE as u64;
+    for i in 0..lines {
+        if out.write_all(flood_line(i).as_bytes()).is_err() {
+            return 1;
+        }
+    }
+    if out.flush().is_err() {
+        return 1;
+    }
+    0
+}
+
+fn warn() -> i32 {
+    const DEBUGFS: &str = "/sys/kernel/debug";
+    const DIRECT: &str = "/sys/kernel/debug/provoke-crash/DIRECT";
+    // SAFETY: all pointers are NUL-terminated literals.
+    let r = unsafe {
+        libc::mount(
+            c"debugfs".as_ptr(),
+            c"/sys/kernel/debug".as_ptr(),
+            c"debugfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EBUSY) {
+            eprintln!("fault: mounting debugfs on {DEBUGFS}: {e}");
+        }
+    }
+    if !std::path::Path::new(DIRECT).exists() {
+        eprintln!("fault: no {DIRECT}: kernel without LKDTM (CONFIG_LKDTM) or debugfs");
+        return 4;
+    }
+    println!("triggering a kernel WARNING through LKDTM");
+    let _ = std::io::stdout().flush();
+    match std::fs::write(DIRECT, "WARNING\n") {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("fault: {DIRECT}: {e}");
+            1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guest_tests::init::lines::{is_ktap_header, sanitize_line};
+
+    #[test]
+    fn garbage_is_ktap_that_sanitizes_clean() {
+        let doc = garbage_doc();
+        let lines: Vec<&[u8]> = doc.split(|&b| b == b'\n').collect();
+        assert!(is_ktap_header(&sanitize_line(lines[0])));
+        assert!(doc.contains(&0) && doc.contains(&0x1b));
+        assert!(std::str::from_utf8(&doc).is_err());
+        let clean: Vec<String> = lines.iter().map(|l| sanitize_line(l)).collect();
+        assert!(clean
+            .iter()
+            .all(|l| l.chars().all(|c| c == '\t' || !c.is_control())));
+        assert_eq!(clean.iter().filter(|l| l.starts_with("ok ")).count(), 5);
+        assert!(clean.contains(&"ok 4 xml<>&\"']]>".to_string()));
+    }
+
+    #[test]
+    fn flood_lines_are_fixed_size() {
+        assert_eq!(flood_line(0).len(), FLOOD_LINE);
+        assert_eq!(flood_line(999_999_999_999).len(), FLOOD_LINE);
+    }
+}
