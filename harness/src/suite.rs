@@ -105,7 +105,7 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
         "fault-panic" => vec![
             t("smoke", &[], 60),
             named("panic", "fault", &["panic"], 60),
-            t("smoke", &[], 60),
+            named("smoke-after", "smoke", &[], 60),
         ],
         "fault-hang" => vec![
             named("hang", "fault", &["hang"], 3),
@@ -113,7 +113,7 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
         ],
         "fault-garbage" => vec![
             named("garbage", "fault", &["garbage"], 30),
-            t("smoke", &[], 60),
+            named("smoke-after", "smoke", &[], 60),
         ],
         _ => {
             return Err(SuiteError::Unknown {
