@@ -45,7 +45,8 @@ const RESULT_TAG: &str = "RESULT ";
 
 /// Entry point of a case-based test binary. Arguments:
 /// `--case NAME` (internal), `--filter SUBSTRING` (repeatable),
-/// `--expect key=value,...` (see [`Expect::parse`]), `--list`.
+/// `--expect key=value,...` (see [`Expect::parse`]), `--list`, and the
+/// stress knobs `--iterations N` / `--seconds S` (off by default).
 pub fn main(cases: &[Case]) -> ! {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut case = None;
@@ -59,6 +60,22 @@ pub fn main(cases: &[Case]) -> ! {
             "--filter" => filters.extend(it.next().cloned()),
             "--expect" => expect_arg = it.next().cloned(),
             "--list" => list = true,
+            // Stress knobs for the race cases, handed to every case process
+            // through the environment (see `hash::stress_iterations`).
+            "--iterations" | "--seconds" => {
+                let var = if a == "--iterations" {
+                    "FUTEX_STRESS_ITERATIONS"
+                } else {
+                    "FUTEX_STRESS_SECONDS"
+                };
+                match it.next().filter(|v| v.parse::<u64>().is_ok()) {
+                    Some(v) => std::env::set_var(var, v),
+                    None => {
+                        eprintln!("{a} needs a number");
+                        std::process::exit(2);
+                    }
+                }
+            }
             other => {
                 eprintln!("unknown argument {other:?}");
                 std::process::exit(2);

@@ -82,6 +82,10 @@ struct RunArgs {
     /// default: from the kernel version's row of the ABI table.
     #[arg(long)]
     expect: Option<String>,
+    /// Boot again this many times when the guest dies before guest-init
+    /// reports anything (a boot crash is not a test result).
+    #[arg(long, default_value_t = 1)]
+    boot_retries: u32,
     /// Skip the topology check.
     #[arg(long)]
     no_topology_check: bool,
@@ -190,6 +194,7 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
             .unwrap_or_default(),
         watchdog: args.timeout.map(Duration::from_secs),
         timeout_scale: args.timeout_scale,
+        boot_retries: args.boot_retries,
     };
     eprintln!(
         "harness: booting {} under {} ({})",
@@ -215,6 +220,9 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
                 println!("FAIL {}: {message}", c.name)
             }
         }
+    }
+    for note in &cell.notes {
+        println!("NOTE {note}");
     }
     println!(
         "{}: {} in {:.1} s under {}; console log {}",

@@ -372,3 +372,66 @@ fn sigkill_of_the_harness_leaves_no_qemu() {
         no_qemu_survives(libc::SIGKILL);
     }
 }
+
+/// Builds a static C program (gcc is a prerequisite of the guest build).
+fn static_c(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, body).unwrap();
+    let bin = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-static", "-O1", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc -static failed");
+    bin
+}
+
+#[test]
+fn user_binaries_run_unchanged_ktap_or_not() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let src = tempfile::tempdir().unwrap();
+    let ktap = static_c(
+        src.path(),
+        "my_ktap",
+        r#"#include <stdio.h>
+int main(void){puts("TAP version 13");puts("1..2");puts("ok 1 first");puts("not ok 2 second # my reason");return 1;}"#,
+    );
+    let plain = static_c(
+        src.path(),
+        "my_plain",
+        r#"#include <stdio.h>
+int main(void){puts("just text, no KTAP");return 3;}"#,
+    );
+    let skip = static_c(src.path(), "my_skip", "int main(void){return 4;}");
+    let args: Vec<String> = [&ktap, &plain, &skip]
+        .iter()
+        .flat_map(|p| ["--guest-bin".to_string(), p.display().to_string()])
+        .collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = harness("nodes=1,cpus=1,mem=256M", "none", &args);
+    assert_eq!(
+        r.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
+    let cases = r.junit();
+    assert_pass(&cases, "my_ktap/first");
+    assert!(case(&cases, "my_ktap/second").failure.is_some());
+    let (message, text) = case(&cases, "my_plain")
+        .failure
+        .clone()
+        .expect("exit 3 fails");
+    assert!(
+        format!("{message} {text}").contains("status 3"),
+        "{message} / {text}"
+    );
+    assert!(text.contains("just text, no KTAP"), "{text}");
+    assert!(case(&cases, "my_skip").skipped);
+}
