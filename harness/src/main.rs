@@ -41,6 +41,8 @@ struct Cli {
 enum Command {
     /// Boot one kernel in one topology and run a suite.
     Run(RunArgs),
+    /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
+    Host,
 }
 
 #[derive(clap::Args)]
@@ -113,6 +115,7 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::Host => host_report(),
         }
     });
     match result {
@@ -245,6 +248,19 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_TESTS_FAILED
     })
+}
+
+/// `harness host`: the facts `--accel auto` decides from.
+fn host_report() -> anyhow::Result<u8> {
+    let qemu = host::find_qemu()?;
+    println!("qemu: {} ({})", qemu.path.display(), qemu.version);
+    let kvm = host::probe_kvm();
+    let (accel, note) = host::choose_accel(AccelChoice::Auto, &kvm)?;
+    println!("accel: {} (--accel auto)", accel.name());
+    if let Some(n) = note {
+        println!("note: {n}");
+    }
+    Ok(EXIT_OK)
 }
 
 /// A cell name component: no `/`, no spaces.

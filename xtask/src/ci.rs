@@ -3,10 +3,12 @@
 use anyhow::Result;
 use xshell::{cmd, Shell};
 
-/// fmt, clippy (-D warnings), then all tests with real VMs enabled.
+/// fmt, clippy (-D warnings), the CI's own lint (actionlint, workflow
+/// schema, shellcheck), then all tests with real VMs enabled.
 pub fn run(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo fmt --all -- --check").run()?;
     cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings").run()?;
+    cmd!(sh, "bash ci/lint.sh").run()?;
     let _vm = sh.push_env("HARNESS_VM_TESTS", "1");
     cmd!(sh, "cargo test --workspace").run()?;
     Ok(())

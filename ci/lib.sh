@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Shared by the ci/ scripts: strict mode, the project root, and a release
+# build of the harness (built once, reused by every step).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export ROOT
+MATRIX="${MATRIX:-$ROOT/matrix.yaml}"
+export MATRIX
+
+harness() {
+  local bin="$ROOT/target/release/harness"
+  if [ ! -x "$bin" ] || [ -n "${HARNESS_REBUILD:-}" ]; then
+    (cd "$ROOT" && cargo build --quiet --release -p harness)
+  fi
+  "$bin" "$@"
+}
+
+# Writes key=value to the GitHub step output when running in Actions.
+gh_output() {
+  if [ -n "${GITHUB_OUTPUT:-}" ]; then
+    printf '%s=%s\n' "$1" "$2" >>"$GITHUB_OUTPUT"
+  fi
+}
