@@ -40,7 +40,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Boot one kernel in one topology and run a suite.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
     Host,
 }
@@ -114,7 +114,7 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run(args) => run(args).await,
+            Command::Run(args) => run(*args).await,
             Command::Host => host_report(),
         }
     });
