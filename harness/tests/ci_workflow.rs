@@ -1,0 +1,87 @@
+//! Runs the GitHub workflow's steps locally, in order, through the same
+//! `ci/` scripts: plan -> two shards -> merge, on a small real matrix
+//! (real VMs: gated by `HARNESS_VM_TESTS=1` like `tests/vm.rs`). The merged
+//! JUnit must hold every cell of the plan exactly once.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn script(name: &str, args: &[&str], matrix: &Path) -> std::process::Output {
+    let out = Command::new("bash")
+        .arg(root().join("ci").join(name))
+        .args(args)
+        .env("MATRIX", matrix)
+        .env_remove("GITHUB_OUTPUT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ci/{name} {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+#[test]
+fn plan_two_shards_merge_covers_every_cell_once() {
+    if std::env::var_os("HARNESS_VM_TESTS").is_none() {
+        assert!(std::env::var_os("CI").is_none(), "CI must run the VM tests");
+        eprintln!("skipping: set HARNESS_VM_TESTS=1");
+        return;
+    }
+    let matrix = root().join("harness/tests/fixtures/ci/mini-matrix.yaml");
+    let work = tempfile::tempdir().unwrap();
+
+    let plan = script("plan.sh", &["2"], &matrix);
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let cells: Vec<String> = plan["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(cells.len(), 4, "{plan}");
+    let shards: Vec<String> = plan["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["shard"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(shards, ["1/2", "2/2"]);
+
+    let mut dirs = Vec::new();
+    for s in &shards {
+        let dir = work.path().join(format!("shard-{}", s.replace('/', "-")));
+        script("run-shard.sh", &[s, dir.to_str().unwrap()], &matrix);
+        dirs.push(dir);
+    }
+    let merged = work.path().join("merged.xml");
+    let mut args = vec![merged.to_str().unwrap()];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    script("merge.sh", &args, &matrix);
+
+    let xml = std::fs::read_to_string(&merged).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    let mut suites: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .map(|n| n.attribute("name").unwrap().to_string())
+        .collect();
+    suites.sort();
+    let mut want = cells.clone();
+    want.sort();
+    assert_eq!(suites, want, "every planned cell exactly once");
+    let failures = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("failure") || n.has_tag_name("error"))
+        .count();
+    assert_eq!(failures, 0, "{xml}");
+}
