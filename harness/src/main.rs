@@ -41,6 +41,17 @@ struct Cli {
 enum Command {
     /// Boot one kernel in one topology and run a suite.
     Run(RunArgs),
+    /// Run the cells of a matrix file (kernels x topologies x suites).
+    Matrix(harness::matrix::cli::MatrixArgs),
+    /// JUnit report tools.
+    #[command(subcommand)]
+    Junit(JunitCommand),
+}
+
+#[derive(Subcommand)]
+enum JunitCommand {
+    /// Join reports (e.g. of shards) into one, losslessly.
+    Merge(harness::matrix::cli::MergeArgs),
 }
 
 #[derive(clap::Args)]
@@ -109,6 +120,8 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::Matrix(args) => matrix(args).await,
+            Command::Junit(JunitCommand::Merge(args)) => Ok(harness::matrix::cli::merge(args)?),
         }
     });
     match result {
@@ -123,7 +136,9 @@ fn main() -> ExitCode {
 /// Usage errors (bad specs, unknown suites) vs infrastructure errors.
 fn exit_code_for(e: &anyhow::Error) -> u8 {
     let usage = e.chain().any(|c| {
-        c.is::<harness::topology::TopologyError>()
+        c.downcast_ref::<harness::matrix::cli::CliError>()
+            .is_some_and(|m| m.is_usage())
+            || c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
             || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
@@ -236,6 +251,12 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_TESTS_FAILED
     })
+}
+
+async fn matrix(args: harness::matrix::cli::MatrixArgs) -> anyhow::Result<u8> {
+    let cancel = CancellationToken::new();
+    harness::signals::install(cancel.clone()).context("installing signal handlers")?;
+    Ok(harness::matrix::cli::matrix(args, cancel).await?)
 }
 
 /// A cell name component: no `/`, no spaces.
