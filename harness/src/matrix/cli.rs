@@ -88,18 +88,6 @@ impl CliError {
     }
 }
 
-/// CPU seconds of reaped children (QEMU), user + system.
-fn children_cpu_secs() -> f64 {
-    // SAFETY: getrusage fills the struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a rusage.
-    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
-        return 0.0;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
-}
-
 /// Runs `harness matrix`; returns the exit status (0, 1, 130).
 pub async fn matrix(args: MatrixArgs, cancel: CancellationToken) -> Result<u8, CliError> {
     let m = super::load(&args.matrix)?;
@@ -227,23 +215,22 @@ pub async fn matrix(args: MatrixArgs, cancel: CancellationToken) -> Result<u8, C
     });
 
     let wall = Instant::now();
-    let cpu0 = children_cpu_secs();
-    let outcomes = run::run(&m, &cells, &opts, &cancel, &tx).await;
+    let r = run::run(&m, &cells, &opts, &cancel, &tx).await;
     drop(tx);
     let _ = reporter.await;
-    let outcomes = outcomes?;
+    let (outcomes, stats) = r?;
     let wall = wall.elapsed().as_secs_f64();
-    let cpu = children_cpu_secs() - cpu0;
+    let (cw, cpu) = (stats.cells_wall.as_secs_f64(), stats.cells_cpu);
 
     println!("{}", report::summary_table(&outcomes));
     let count = |f: &dyn Fn(&Status) -> bool| outcomes.iter().filter(|o| f(&o.status)).count();
     let passed = count(&|s| s.ok());
     let not_run = count(&|s| matches!(s, Status::NotRun(_)));
     println!(
-        "cells: {passed} passed, {} failed, {not_run} not run; {wall:.1} s wall, QEMU CPU {cpu:.1} s ({:.0}% of one core, {:.2} cores busy)",
+        "cells: {passed} passed, {} failed, {not_run} not run; {wall:.1} s wall ({:.1} s preparing, {cw:.1} s running cells); QEMU CPU {cpu:.1} s = {:.2} cores busy while cells ran",
         outcomes.len() - passed - not_run,
-        100.0 * cpu / wall.max(1e-9),
-        cpu / wall.max(1e-9)
+        stats.prepare.as_secs_f64(),
+        cpu / cw.max(1e-9)
     );
     println!(
         "JUnit: {} (per cell under {})",

@@ -127,7 +127,6 @@ impl Matrix {
 pub const GUEST_BINARIES: &[&str] = &[
     "smoke",
     "topology",
-    "fault",
     "futex-prctl",
     "futex-resize",
     "futex-immutable",

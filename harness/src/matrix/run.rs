@@ -169,15 +169,39 @@ struct Prepared {
     index: usize,
 }
 
+/// CPU seconds of reaped children (QEMU, cargo), user + system.
+pub fn children_cpu_secs() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Where the time went.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Stats {
+    /// Building guest binaries and fetching kernels.
+    pub prepare: Duration,
+    /// From the first cell's start to the last cell's end.
+    pub cells_wall: Duration,
+    /// CPU seconds of the QEMUs (children reaped while cells ran).
+    pub cells_cpu: f64,
+}
+
 /// Runs `cells` (indices into `m.cells`). Returns one outcome per cell, in
-/// the order given; cells never started are [`Status::NotRun`].
+/// the order given (cells never started are [`Status::NotRun`]), and timings.
 pub async fn run(
     m: &Matrix,
     cells: &[usize],
     opts: &Options,
     cancel: &CancellationToken,
     events: &UnboundedSender<Event>,
-) -> Result<Vec<Outcome>, RunError> {
+) -> Result<(Vec<Outcome>, Stats), RunError> {
+    let t0 = std::time::Instant::now();
     let send = |e: Event| {
         let _ = events.send(e);
     };
@@ -253,6 +277,8 @@ pub async fn run(
     order.sort_by_key(|&i| std::cmp::Reverse(m.cost(&m.cells[cells[i]])));
     let mut pending: VecDeque<usize> = order.into();
 
+    let prepare = t0.elapsed();
+    let (t1, cpu1) = (std::time::Instant::now(), children_cpu_secs());
     let mut running: tokio::task::JoinSet<(Prepared, Result<crate::result::CellResult, String>)> =
         tokio::task::JoinSet::new();
     let mut used = (0u32, 0u64, 0usize);
@@ -372,6 +398,11 @@ pub async fn run(
         stop |= opts.fail_fast && !o.status.ok();
         finish(&mut slots, p.index, o, opts, events, &write_agg)?;
     }
+    let stats = Stats {
+        prepare,
+        cells_wall: t1.elapsed(),
+        cells_cpu: children_cpu_secs() - cpu1,
+    };
     // What never started says why.
     let why = if cancel.is_cancelled() {
         "not run: interrupted"
@@ -386,7 +417,7 @@ pub async fn run(
     if changed {
         write_agg(&slots)?;
     }
-    Ok(slots)
+    Ok((slots, stats))
 }
 
 fn finish(
