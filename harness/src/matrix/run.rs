@@ -295,8 +295,12 @@ pub async fn run(
             let c = cells[i];
             let cell = &m.cells[c];
             let kernel = &m.kernels[cell.kernel];
-            let image = match &images[&kernel.spec_text] {
-                Ok(p) => p.clone(),
+            let image = match images
+                .get(&kernel.spec_text)
+                .cloned()
+                .unwrap_or_else(|| Err("not fetched".into()))
+            {
+                Ok(p) => p,
                 Err(e) => {
                     let o = outcome_for(
                         c,
