@@ -81,3 +81,51 @@ mod tests {
         ));
     }
 }
+
+/// A bootable kernel image and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedKernel {
+    /// The image.
+    pub path: PathBuf,
+    /// Upstream version when known (`6.18.15`), for default expectations.
+    pub version: Option<String>,
+    /// One line for the terminal: package, suite, ABI.
+    pub description: String,
+}
+
+/// Errors getting a kernel image.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The cache.
+    #[error(transparent)]
+    Cache(#[from] crate::kernel::cache::CacheError),
+    /// Debian's archive.
+    #[error(transparent)]
+    Debian(#[from] crate::kernel::debian::DebianError),
+}
+
+/// Gets the image for a spec: a local file as is, or Debian's package
+/// (fetched, verified and cached). Blocking: call from a blocking thread.
+pub fn resolve(
+    spec: &KernelSpec,
+    mirror: Option<&str>,
+    progress: &mut dyn FnMut(crate::kernel::debian::Progress),
+) -> Result<ResolvedKernel, ResolveError> {
+    use crate::kernel::{cache::Cache, debian::DebianMirror};
+    match spec {
+        KernelSpec::Path(p) => Ok(ResolvedKernel {
+            path: p.clone(),
+            version: None,
+            description: format!("local image {}", p.display()),
+        }),
+        KernelSpec::Debian(v) => {
+            let cache = Cache::from_env()?;
+            let image = DebianMirror::discover(mirror)?.fetch_with_progress(v, &cache, progress)?;
+            Ok(ResolvedKernel {
+                description: format!("{} ({}, {})", image.abi, image.package, image.suite),
+                path: image.path,
+                version: Some(image.version),
+            })
+        }
+    }
+}

@@ -12,6 +12,7 @@ pub mod junit;
 pub mod kernel;
 pub mod kernelspec;
 pub mod ktap;
+pub mod matrix;
 pub mod procs;
 pub mod qemu;
 pub mod result;

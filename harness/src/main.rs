@@ -43,6 +43,17 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
     Host,
+    /// Run the cells of a matrix file (kernels x topologies x suites).
+    Matrix(harness::matrix::cli::MatrixArgs),
+    /// JUnit report tools.
+    #[command(subcommand)]
+    Junit(JunitCommand),
+}
+
+#[derive(Subcommand)]
+enum JunitCommand {
+    /// Join reports (e.g. of shards) into one, losslessly.
+    Merge(harness::matrix::cli::MergeArgs),
 }
 
 #[derive(clap::Args)]
@@ -116,6 +127,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run(*args).await,
             Command::Host => host_report(),
+            Command::Matrix(args) => matrix(args).await,
+            Command::Junit(JunitCommand::Merge(args)) => Ok(harness::matrix::cli::merge(args)?),
         }
     });
     match result {
@@ -130,7 +143,9 @@ fn main() -> ExitCode {
 /// Usage errors (bad specs, unknown suites) vs infrastructure errors.
 fn exit_code_for(e: &anyhow::Error) -> u8 {
     let usage = e.chain().any(|c| {
-        c.is::<harness::topology::TopologyError>()
+        c.downcast_ref::<harness::matrix::cli::CliError>()
+            .is_some_and(|m| m.is_usage())
+            || c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
             || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
@@ -263,6 +278,12 @@ fn host_report() -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+async fn matrix(args: harness::matrix::cli::MatrixArgs) -> anyhow::Result<u8> {
+    let cancel = CancellationToken::new();
+    harness::signals::install(cancel.clone()).context("installing signal handlers")?;
+    Ok(harness::matrix::cli::matrix(args, cancel).await?)
+}
+
 /// A cell name component: no `/`, no spaces.
 fn sanitize(s: &str) -> String {
     s.chars()
@@ -276,27 +297,20 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
-/// A bootable image for the spec and its upstream version when known: a
-/// local file, or Debian's package (fetched, verified and cached; a
-/// progress bar while downloading).
+/// A bootable image for the spec and its upstream version when known
+/// (a progress bar while downloading).
 async fn resolve_kernel(
     k: &KernelSpec,
     mirror: Option<String>,
 ) -> anyhow::Result<(PathBuf, Option<String>)> {
-    let version = match k {
-        KernelSpec::Path(p) => return Ok((p.clone(), None)),
-        KernelSpec::Debian(v) => v.clone(),
-    };
+    let k = k.clone();
     tokio::task::spawn_blocking(move || -> anyhow::Result<(PathBuf, Option<String>)> {
-        use harness::kernel::{cache::Cache, debian::DebianMirror};
-        let cache = Cache::from_env()?;
-        let mirror = DebianMirror::discover(mirror.as_deref())?;
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {wide_bar} {eta}")
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
-        let image = mirror.fetch_with_progress(&version, &cache, &mut |p| {
+        let kernel = harness::kernelspec::resolve(&k, mirror.as_deref(), &mut |p| {
             bar.set_message(p.what.to_string());
             if let Some(t) = p.total {
                 bar.set_length(t);
@@ -305,13 +319,11 @@ async fn resolve_kernel(
         })?;
         bar.finish_and_clear();
         eprintln!(
-            "harness: kernel {} ({}, {}) at {}",
-            image.abi,
-            image.package,
-            image.suite,
-            image.path.display()
+            "harness: kernel {} at {}",
+            kernel.description,
+            kernel.path.display()
         );
-        Ok((image.path, Some(image.version)))
+        Ok((kernel.path, kernel.version))
     })
     .await?
 }

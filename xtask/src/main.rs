@@ -2,12 +2,14 @@
 //!
 //! - `ci`: what CI runs: rustfmt check, clippy with warnings as errors,
 //!   every test including the real-VM ones (`HARNESS_VM_TESTS=1`).
+//! - `matrix [ARGS]`: runs `matrix.yaml` (`harness matrix ARGS`, release build).
 //! - `test`: the quick tier (no VMs).
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
 
 mod ci;
+mod matrix;
 
 fn main() -> Result<()> {
     let sh = Shell::new()?;
@@ -15,12 +17,13 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&sh),
+        Some("matrix") => matrix::run(&sh, &args[1..]),
         Some("test") => {
             cmd!(sh, "cargo test --workspace").run()?;
             Ok(())
         }
-        Some(other) => bail!("unknown xtask {other:?}; known: ci, test"),
-        None => bail!("usage: cargo xtask <ci|test>"),
+        Some(other) => bail!("unknown xtask {other:?}; known: ci, matrix, test"),
+        None => bail!("usage: cargo xtask <ci|matrix|test>"),
     }
 }
 

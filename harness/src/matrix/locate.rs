@@ -1,0 +1,135 @@
+//! Finds where a validated item sits in the YAML text, so that validation
+//! errors (which serde cannot place) still point at a line and column.
+//! Block-style YAML as `matrix.yaml` is written; `None` when not found.
+
+/// 1-based line and column.
+pub type Pos = (usize, usize);
+
+fn strip_item(line: &str) -> (usize, &str) {
+    let indent = line.len() - line.trim_start().len();
+    let t = line.trim_start();
+    match t.strip_prefix("- ") {
+        Some(rest) => {
+            let extra = t.len() - rest.trim_start().len();
+            (indent + extra, rest.trim_start())
+        }
+        None => (indent, t),
+    }
+}
+
+fn unquote(v: &str) -> &str {
+    let v = v.split(" #").next().unwrap_or(v).trim();
+    v.trim_matches(|c| c == '"' || c == '\'')
+}
+
+/// The top-level `section:` key.
+pub fn section(text: &str, section: &str) -> Option<Pos> {
+    text.lines()
+        .position(|l| l.starts_with(&format!("{section}:")))
+        .map(|i| (i + 1, 1))
+}
+
+/// The `name: item` entry of the list under `section`, and optionally a
+/// `field:` key of that entry (the first occurrence after the name, before
+/// the next entry of the same list).
+pub fn item(text: &str, sect: &str, item: &str, field: Option<&str>) -> Option<Pos> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = section(text, sect)?.0; // 1-based line of the section = index of the next
+    let mut found: Option<(usize, usize)> = None; // (index, column of `name`)
+    for (i, l) in lines.iter().enumerate().skip(start) {
+        if !l.is_empty() && !l.starts_with(' ') && !l.starts_with('-') && !l.starts_with('#') {
+            break;
+        }
+        let (col, t) = strip_item(l);
+        if let Some(v) = t.strip_prefix("name:") {
+            if unquote(v) == item {
+                found = Some((i, col));
+                break;
+            }
+        }
+        // Flow style: `- {name: x, ...}`.
+        if let Some(p) = l.find("name:") {
+            if l[p + 5..].split([',', '}']).next().map(unquote) == Some(item) && l.contains('{') {
+                found = Some((i, p));
+                break;
+            }
+        }
+    }
+    let (idx, col) = found?;
+    let Some(field) = field else {
+        return Some((idx + 1, col + 1));
+    };
+    let key = format!("{field}:");
+    for (i, l) in lines.iter().enumerate().skip(idx) {
+        if i > idx {
+            let (c, t) = strip_item(l);
+            let top = !l.is_empty() && !l.starts_with(' ') && !l.starts_with('-');
+            if top || (t.starts_with("name:") && c <= col) {
+                break;
+            }
+        }
+        if let Some(p) = l.find(&key) {
+            let before = l[..p].chars().last();
+            if before.is_none_or(|b| " {,-".contains(b)) {
+                return Some((i + 1, p + 1));
+            }
+        }
+    }
+    Some((idx + 1, col + 1))
+}
+
+/// The `index`-th entry (0-based) of the list under `section.key` (e.g.
+/// `cells.exclude`), or of the top-level list `section` when `key` is `None`.
+pub fn nth(text: &str, sect: &str, key: Option<&str>, index: usize) -> Option<Pos> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = section(text, sect)?.0;
+    if let Some(key) = key {
+        let k = format!("{key}:");
+        i += lines[i..]
+            .iter()
+            .position(|l| l.trim_start().starts_with(&k))?
+            + 1;
+    }
+    let mut n = 0;
+    let mut dash_col = None;
+    for (j, l) in lines.iter().enumerate().skip(i) {
+        if !l.is_empty() && !l.starts_with(' ') && !l.starts_with('-') && !l.starts_with('#') {
+            break;
+        }
+        let t = l.trim_start();
+        let c = l.len() - t.len();
+        if t.starts_with("- ") || t == "-" {
+            match dash_col {
+                None => dash_col = Some(c),
+                Some(d) if c < d => break,
+                Some(d) if c > d => continue,
+                _ => {}
+            }
+            if n == index {
+                return Some((j + 1, c + 1));
+            }
+            n += 1;
+        } else if dash_col.is_some_and(|d| c < d && !t.is_empty() && !t.starts_with('#')) {
+            break;
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Y: &str = "kernels:\n  - name: a\n    spec: debian:7.3\n  - name: b\n    spec: x\n    features: {numa: true}\ncells:\n  exclude:\n    - kernel: a\n    - {kernel: b}\n";
+
+    #[test]
+    fn finds_items_fields_and_entries() {
+        assert_eq!(item(Y, "kernels", "a", None), Some((2, 5)));
+        assert_eq!(item(Y, "kernels", "b", Some("spec")), Some((5, 5)));
+        assert_eq!(item(Y, "kernels", "a", Some("features")), Some((2, 5)));
+        assert_eq!(item(Y, "kernels", "b", Some("numa")), Some((6, 16)));
+        assert_eq!(nth(Y, "cells", Some("exclude"), 1), Some((10, 5)));
+        assert_eq!(nth(Y, "kernels", None, 1), Some((4, 3)));
+        assert_eq!(item(Y, "kernels", "zz", None), None);
+    }
+}

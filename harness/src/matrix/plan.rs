@@ -1,0 +1,145 @@
+//! Which cells of a [`Matrix`] this invocation runs: name filters, the
+//! cells to rerun, and a deterministic shard (greedy longest-processing-
+//! time on [`Matrix::cost`]).
+
+use super::{glob, Matrix, MatrixError};
+use std::collections::BTreeSet;
+
+/// Cell filters from the command line (globs; comma-separated lists allowed).
+#[derive(Debug, Clone, Default)]
+pub struct Filters {
+    /// Kernel name globs.
+    pub kernel: Vec<String>,
+    /// Topology name globs.
+    pub topology: Vec<String>,
+    /// Suite name globs.
+    pub suite: Vec<String>,
+    /// Only these cell names (`--rerun-failed`).
+    pub only: Option<BTreeSet<String>>,
+}
+
+/// Indices into `m.cells` that pass the filters, in matrix order.
+pub fn select(m: &Matrix, f: &Filters) -> Vec<usize> {
+    m.cells
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            glob::any(&f.kernel, &m.kernels[c.kernel].name)
+                && glob::any(&f.topology, &m.topologies[c.topology].name)
+                && glob::any(&f.suite, &m.suites[c.suite].name)
+                && f.only.as_ref().is_none_or(|o| o.contains(&c.name))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+/// `I/N` with 1 <= I <= N.
+pub fn parse_shard(s: &str) -> Result<(usize, usize), MatrixError> {
+    let bad = || {
+        MatrixError::Usage(format!(
+            "--shard {s:?}: expected I/N with 1 <= I <= N, e.g. 2/4"
+        ))
+    };
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if i == 0 || n == 0 || i > n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+/// Splits `cells` into `n` shards: cells by cost, largest first (ties by
+/// name), each to the shard with the least cost so far (ties: lowest
+/// index). Each shard keeps matrix order. Deterministic.
+pub fn shards(m: &Matrix, cells: &[usize], n: usize) -> Vec<Vec<usize>> {
+    let n = n.max(1);
+    let mut order: Vec<usize> = cells.to_vec();
+    order.sort_by(|&a, &b| {
+        m.cost(&m.cells[b])
+            .cmp(&m.cost(&m.cells[a]))
+            .then_with(|| m.cells[a].name.cmp(&m.cells[b].name))
+    });
+    let mut load = vec![0u64; n];
+    let mut out = vec![Vec::new(); n];
+    for c in order {
+        let (k, _) = load
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, l)| (**l, *i))
+            .unwrap_or((0, &0));
+        load[k] += m.cost(&m.cells[c]);
+        out[k].push(c);
+    }
+    for s in &mut out {
+        s.sort_unstable();
+    }
+    out
+}
+
+/// The `--list --json` document: every selected cell with its shard, and
+/// per shard the `--shard` argument and cell names (for a CI job matrix).
+pub fn list_json(m: &Matrix, cells: &[usize], n: usize) -> serde_json::Value {
+    let sh = shards(m, cells, n);
+    let shard_of = |c: usize| sh.iter().position(|s| s.contains(&c)).map_or(0, |i| i + 1);
+    let cell_json = |&c: &usize| {
+        let cell = &m.cells[c];
+        let k = &m.kernels[cell.kernel];
+        let t = &m.topologies[cell.topology];
+        serde_json::json!({
+            "name": cell.name,
+            "kernel": k.name,
+            "kernel_spec": k.spec_text,
+            "expect": k.expect.encode(),
+            "topology": t.name,
+            "vcpus": t.topology.cpus(),
+            "mem_mib": t.topology.mem_mib(),
+            "suite": m.suites[cell.suite].name,
+            "cost": m.cost(cell),
+            "shard": format!("{}/{n}", shard_of(c)),
+        })
+    };
+    serde_json::json!({
+        "matrix": m.path.display().to_string(),
+        "shards": sh.iter().enumerate().map(|(i, s)| serde_json::json!({
+            "shard": format!("{}/{n}", i + 1),
+            "cost": s.iter().map(|&c| m.cost(&m.cells[c])).sum::<u64>(),
+            "cells": s.iter().map(|&c| m.cells[c].name.clone()).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+        "cells": cells.iter().map(cell_json).collect::<Vec<_>>(),
+    })
+}
+
+/// The `--list` table for humans.
+pub fn list_text(m: &Matrix, cells: &[usize], n: usize) -> String {
+    let sh = shards(m, cells, n);
+    let mut out = String::new();
+    let w = cells
+        .iter()
+        .map(|&c| m.cells[c].name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    out.push_str(&format!(
+        "{:<w$}  {:>5}  {:>7}  {:>4}  {:>5}  expect\n",
+        "cell", "vcpus", "mem", "cost", "shard"
+    ));
+    for &c in cells {
+        let cell = &m.cells[c];
+        let t = &m.topologies[cell.topology].topology;
+        let shard = sh.iter().position(|s| s.contains(&c)).map_or(0, |i| i + 1);
+        out.push_str(&format!(
+            "{:<w$}  {:>5}  {:>6}M  {:>4}  {:>5}  {}\n",
+            cell.name,
+            t.cpus(),
+            t.mem_mib(),
+            m.cost(cell),
+            format!("{shard}/{n}"),
+            m.kernels[cell.kernel].expect.encode()
+        ));
+    }
+    out.push_str(&format!("{} cells\n", cells.len()));
+    out
+}

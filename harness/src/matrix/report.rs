@@ -1,0 +1,361 @@
+//! Matrix reports: per-cell JUnit, the aggregate report (every selected
+//! cell: finished ones with their cases, the rest marked not run), the
+//! summary table, `--rerun-failed` input, and `junit merge`.
+
+use crate::junit::{write_atomic, xml_safe, JunitError, MAX_SHORT};
+use crate::verdict::Counts;
+use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How a cell ended, as far as the matrix is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Every case as expected.
+    Passed,
+    /// A case failed (or the VM died under a test).
+    Failed,
+    /// The cell could not run (kernel fetch, QEMU, initramfs).
+    Error(String),
+    /// Stopped by SIGINT/SIGTERM while running.
+    Interrupted,
+    /// Never started (interrupted, `--fail-fast`).
+    NotRun(String),
+}
+
+impl Status {
+    /// The word used in reports (`status` property).
+    pub fn word(&self) -> &'static str {
+        match self {
+            Status::Passed => "passed",
+            Status::Failed => "failed",
+            Status::Error(_) => "error",
+            Status::Interrupted => "interrupted",
+            Status::NotRun(_) => "not-run",
+        }
+    }
+    /// Whether this is what the matrix expects.
+    pub fn ok(&self) -> bool {
+        *self == Status::Passed
+    }
+}
+
+/// One cell's outcome.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Cell name.
+    pub name: String,
+    /// Kernel name.
+    pub kernel: String,
+    /// Topology name.
+    pub topology: String,
+    /// Suite name.
+    pub suite: String,
+    /// Status.
+    pub status: Status,
+    /// Case counts.
+    pub counts: Counts,
+    /// Wall time.
+    pub duration: Duration,
+    /// The cell's testsuite (as in its own JUnit file).
+    pub testsuite: TestSuite,
+}
+
+/// A testsuite for a cell that has no results: one testcase saying why.
+pub fn placeholder_suite(name: &str, props: &[(&str, &str)], status: &Status) -> TestSuite {
+    let mut ts = TestSuite::new(xml_safe(name, MAX_SHORT));
+    for (k, v) in props {
+        ts.add_property(Property::new(*k, xml_safe(v, MAX_SHORT)));
+    }
+    ts.add_property(Property::new("status", status.word()));
+    let tc_status = match status {
+        Status::Error(why) => {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+            s.set_message(xml_safe(why, MAX_SHORT));
+            s
+        }
+        Status::NotRun(why) => {
+            let mut s = TestCaseStatus::skipped();
+            s.set_message(xml_safe(why, MAX_SHORT));
+            s
+        }
+        _ => TestCaseStatus::success(),
+    };
+    let mut tc = TestCase::new(status.word(), tc_status);
+    tc.set_classname(xml_safe(name, MAX_SHORT));
+    ts.add_test_case(tc);
+    ts
+}
+
+/// Keeps only the cases `keep` accepts, fixing the suite's counters.
+pub fn retain_cases(ts: &mut TestSuite, keep: impl Fn(&str) -> bool) {
+    ts.test_cases.retain(|c| keep(c.name.as_str()));
+    ts.tests = ts.test_cases.len();
+    let (mut f, mut e, mut s) = (0, 0, 0);
+    for c in &ts.test_cases {
+        match &c.status {
+            TestCaseStatus::NonSuccess { kind, .. } => match kind {
+                NonSuccessKind::Failure => f += 1,
+                NonSuccessKind::Error => e += 1,
+            },
+            TestCaseStatus::Skipped { .. } => s += 1,
+            TestCaseStatus::Success { .. } => {}
+        }
+    }
+    (ts.failures, ts.errors, ts.skipped) = (f, e, s);
+}
+
+/// Counts of a testsuite.
+pub fn counts_of(ts: &TestSuite) -> Counts {
+    Counts {
+        pass: ts.tests - ts.failures - ts.errors - ts.skipped,
+        fail: ts.failures + ts.errors,
+        skip: ts.skipped,
+    }
+}
+
+/// Writes a one-suite report for a cell.
+pub fn write_cell(ts: &TestSuite, path: &Path) -> Result<(), JunitError> {
+    let mut r = Report::new(xml_safe(&ts.name, MAX_SHORT));
+    r.set_time(ts.time.unwrap_or_default());
+    if let Some(t) = ts.timestamp {
+        r.set_timestamp(t);
+    }
+    r.add_test_suite(ts.clone());
+    write_atomic(&r, path)
+}
+
+/// Writes the aggregate report: one testsuite per selected cell, in order.
+pub fn write_aggregate(suites: &[TestSuite], path: &Path) -> Result<(), JunitError> {
+    let mut r = Report::new("harness matrix");
+    r.set_time(suites.iter().filter_map(|s| s.time).sum());
+    r.add_test_suites(suites.iter().cloned());
+    write_atomic(&r, path)
+}
+
+/// Errors reading or merging reports.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// Cannot read.
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not JUnit XML.
+    #[error("{}: not a JUnit report: {why}", path.display())]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// Cannot write.
+    #[error("{}: cannot write: {source}", path.display())]
+    Write {
+        /// File.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn read(path: &Path) -> Result<String, ReportError> {
+    std::fs::read_to_string(path).map_err(|source| ReportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn parse<'a>(path: &Path, text: &'a str) -> Result<roxmltree::Document<'a>, ReportError> {
+    roxmltree::Document::parse(text).map_err(|e| ReportError::Parse {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })
+}
+
+/// Cells of an aggregate report that did not pass: testsuites with
+/// failures or errors, or whose `status` property is not `passed`.
+pub fn not_passed(path: &Path) -> Result<BTreeSet<String>, ReportError> {
+    let text = read(path)?;
+    let doc = parse(path, &text)?;
+    let mut out = BTreeSet::new();
+    for ts in doc.descendants().filter(|n| n.has_tag_name("testsuite")) {
+        let num = |a: &str| {
+            ts.attribute(a)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        let status = ts
+            .descendants()
+            .filter(|p| p.has_tag_name("property") && p.attribute("name") == Some("status"))
+            .find_map(|p| p.attribute("value"));
+        let bad = num("failures") > 0 || num("errors") > 0 || status.is_some_and(|s| s != "passed");
+        if bad {
+            if let Some(n) = ts.attribute("name") {
+                out.insert(n.to_string());
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn escape_attr(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('"', "&quot;")
+        .replace('>', "&gt;")
+}
+
+/// Joins reports into one `<testsuites>`: every `<testsuite>` of every
+/// input is copied verbatim (so nothing is lost: properties, cases,
+/// system-out, attributes, unknown elements), in input order; the root's
+/// counters are the sums, its time the sum, its timestamp the earliest.
+pub fn merge(out: &Path, inputs: &[PathBuf]) -> Result<(), ReportError> {
+    let mut body = String::new();
+    let (mut tests, mut failures, mut errors, mut skipped) = (0u64, 0u64, 0u64, 0u64);
+    let mut time = 0f64;
+    let mut name: Option<String> = None;
+    let mut stamp: Option<String> = None;
+    for p in inputs {
+        let text = read(p)?;
+        let doc = parse(p, &text)?;
+        let root = doc.root_element();
+        let suites: Vec<roxmltree::Node> = match root.tag_name().name() {
+            "testsuites" => root
+                .children()
+                .filter(|n| n.has_tag_name("testsuite"))
+                .collect(),
+            "testsuite" => vec![root],
+            other => {
+                return Err(ReportError::Parse {
+                    path: p.clone(),
+                    why: format!("root element <{other}>; expected <testsuites> or <testsuite>"),
+                })
+            }
+        };
+        if root.has_tag_name("testsuites") {
+            if name.is_none() {
+                name = root.attribute("name").map(String::from);
+            }
+            if let Some(t) = root.attribute("timestamp") {
+                if stamp.as_deref().is_none_or(|s| t < s) {
+                    stamp = Some(t.to_string());
+                }
+            }
+        }
+        for ts in suites {
+            let num = |a: &str| {
+                ts.attribute(a)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            tests += num("tests");
+            failures += num("failures");
+            errors += num("errors");
+            skipped += num("skipped");
+            time += ts
+                .attribute("time")
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0);
+            body.push_str("    ");
+            body.push_str(&text[ts.range()]);
+            body.push('\n');
+        }
+    }
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    xml.push_str(&format!(
+        "<testsuites name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{time:.3}\"",
+        escape_attr(name.as_deref().unwrap_or("harness matrix"))
+    ));
+    if let Some(s) = stamp {
+        xml.push_str(&format!(" timestamp=\"{}\"", escape_attr(&s)));
+    }
+    xml.push_str(">\n");
+    xml.push_str(&body);
+    xml.push_str("</testsuites>\n");
+    let dir = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let werr = |source| ReportError::Write {
+        path: out.to_path_buf(),
+        source,
+    };
+    let tmp = tempfile::NamedTempFile::new_in(dir).map_err(werr)?;
+    std::fs::write(tmp.path(), xml).map_err(werr)?;
+    tmp.persist(out).map_err(|e| werr(e.error))?;
+    Ok(())
+}
+
+/// The summary table: one row per kernel, one column per topology, each
+/// entry `passed/failed/skipped` cases and seconds (all suites together);
+/// `-` where no cell ran.
+pub fn summary_table(outcomes: &[Outcome]) -> String {
+    let mut kernels: Vec<&str> = Vec::new();
+    let mut topos: Vec<&str> = Vec::new();
+    for o in outcomes {
+        if !kernels.contains(&o.kernel.as_str()) {
+            kernels.push(&o.kernel);
+        }
+        if !topos.contains(&o.topology.as_str()) {
+            topos.push(&o.topology);
+        }
+    }
+    let cell = |k: &str, t: &str| {
+        let os: Vec<&Outcome> = outcomes
+            .iter()
+            .filter(|o| o.kernel == k && o.topology == t)
+            .collect();
+        if os.is_empty() {
+            return "-".to_string();
+        }
+        let (p, f, s) = os.iter().fold((0, 0, 0), |a, o| {
+            (
+                a.0 + o.counts.pass,
+                a.1 + o.counts.fail,
+                a.2 + o.counts.skip,
+            )
+        });
+        let secs: f64 = os.iter().map(|o| o.duration.as_secs_f64()).sum();
+        let mark = if os.iter().all(|o| o.status.ok()) {
+            ""
+        } else if os.iter().any(|o| matches!(o.status, Status::NotRun(_))) {
+            " !"
+        } else {
+            " X"
+        };
+        format!("{p}/{f}/{s} {secs:.0}s{mark}")
+    };
+    let kw = kernels.iter().map(|k| k.len()).max().unwrap_or(6).max(6);
+    let cols: Vec<Vec<String>> = topos
+        .iter()
+        .map(|t| kernels.iter().map(|k| cell(k, t)).collect())
+        .collect();
+    let widths: Vec<usize> = topos
+        .iter()
+        .zip(&cols)
+        .map(|(t, c)| c.iter().map(|s| s.len()).max().unwrap_or(0).max(t.len()))
+        .collect();
+    let mut out = format!("{:<kw$}", "kernel");
+    for (t, w) in topos.iter().zip(&widths) {
+        out.push_str(&format!("  {t:<w$}"));
+    }
+    out.push('\n');
+    for (ki, k) in kernels.iter().enumerate() {
+        out.push_str(&format!("{k:<kw$}"));
+        for (c, w) in cols.iter().zip(&widths) {
+            out.push_str(&format!("  {:<w$}", c[ki]));
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "(passed/failed/skipped cases, seconds; X: a cell failed, !: a cell did not run)\n",
+    );
+    out
+}

@@ -1,0 +1,419 @@
+//! `matrix.yaml` without VMs: schema errors with positions, expansion,
+//! exclusion and overrides, sharding, `junit merge`, the default matrix.
+
+use harness::host::AccelChoice;
+use harness::matrix::{self, plan, report, Matrix};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+const HEAD: &str = "kernels:
+  - name: k73
+    spec: debian:7.3
+  - name: k616
+    spec: debian:6.16
+topologies:
+  - name: one
+    nodes:
+      - {cpus: 2, mem: 512M}
+  - name: two
+    nodes:
+      - {cpus: 2, mem: 512M}
+      - {cpus: 2, mem: 512M}
+";
+
+fn parse(text: &str) -> Result<Matrix, String> {
+    matrix::parse_str(text, Path::new("m.yaml")).map_err(|e| e.to_string())
+}
+
+fn names(m: &Matrix) -> Vec<String> {
+    m.cells.iter().map(|c| c.name.clone()).collect()
+}
+
+#[test]
+fn schema_errors_say_where_and_what_was_expected() {
+    let cases: &[(&str, &str)] = &[
+        // Unknown keys, at every level.
+        (
+            "kernels: []\ntopologies: []\nkernal: 1\n",
+            "m.yaml:3:1: unknown field `kernal`, expected one of `kernels`, `topologies`, `suites`, `cells`, `overrides`",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n    feature: {}\ntopologies: []\n",
+            "m.yaml:4:5: kernels[0]: unknown field `feature`, expected one of `name`, `spec`, `features`",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {numa: true, hash: true}\ntopologies: []\n",
+            "m.yaml:4:28: kernels[0].features: unknown field `hash`, expected one of `prctl`, `private_hash`, `immutable`, `numa`, `mpol`, `growth`, `requeue_same_flags`",
+        ),
+        // Type errors.
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {numa: maybe}\ntopologies: []\n",
+            "m.yaml:4:22: kernels[0].features.numa: invalid type: string \"maybe\", expected a boolean",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {growth: sometimes}\ntopologies: []\n",
+            "m.yaml:4:24: kernels[0].features.growth: unknown variant `sometimes`, expected one of `none`, `thread`, `vm-not-vfork`, `any-vm`",
+        ),
+        (
+            "kernels: {}\ntopologies: []\n",
+            "m.yaml:1:10: kernels: invalid type: map, expected a sequence",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: two, mem: 1G}\n",
+            "m.yaml:7:16: topologies[0].nodes[0].cpus: invalid type: string \"two\", expected u32",
+        ),
+        (
+            "topologies: []\n",
+            "m.yaml:1:1: missing field `kernels`",
+        ),
+        // Validation errors (after parsing), placed at the entry or field.
+        (
+            "kernels:\n  - name: a\n    spec: debain:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
+            "m.yaml:3:5: kernel \"a\": kernel \"debain:7.3\": expected debian:<version> (e.g. debian:7.3.4) or path:<bzImage>",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n  - name: a\n    spec: debian:7.2\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
+            "m.yaml:2:5: kernel \"a\" is declared twice",
+        ),
+        (
+            "kernels:\n  - name: a b\n    spec: debian:7.3\ntopologies: []\n",
+            "m.yaml:2:5: kernel name \"a b\": expected 1-64 characters of [A-Za-z0-9._-]",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies: []\n",
+            "m.yaml:4:1: topologies: expected at least one topology",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: 1, mem: lots}\n",
+            "m.yaml:7:19: topology \"t\" node 0: mem \"lots\": expected a size such as 512M or 1G, or 0",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: 1, mem: 0}\n      - {cpus: 1, mem: 1G}\n",
+            "m.yaml:6:5: topology \"t\": invalid topology: node 0 must have memory (the kernel boots from it)",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}, {cpus: 1, mem: 1G}]\n    distances: [[10, 5], [5, 10]]\n",
+            "m.yaml:7:5: topology \"t\": invalid topology: distance 0->1 is 5; expected 11..=254",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    builtin: smok\n",
+            "m.yaml:9:5: suite \"s\": unknown suite \"smok\"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    builtin: smoke\n    tests: []\n",
+            "m.yaml:8:5: suite \"s\": expected exactly one of builtin: or tests:",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    tests:\n      - {bin: smoek}\n",
+            "m.yaml:10:10: suite \"s\": unknown guest binary \"smoek\"; expected one of smoke, topology, futex-prctl, futex-resize, futex-immutable, futex-numa, futex-mpol or a path to a static binary",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    tests:\n      - bin: smoke\n        timeout: soon\n",
+            "m.yaml:11:9: suite \"s\": timeout \"soon\": expected a duration such as 60s, 10m or 1h",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\ncells:\n  exclude:\n    - {kernel: a}\n    - {kernel: b}\n",
+            "m.yaml:10:5: cells.exclude[1]: kernel \"b\" matches no kernel (known: a)",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\ncells:\n  exclude:\n    - {kernel: a}\n",
+            "m.yaml:7:1: the matrix has no cells (every combination is excluded)",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\noverrides:\n  - accel: fast\n",
+            "m.yaml:8:3: overrides[0]: accel \"fast\": expected auto, kvm or tcg",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: path:/bin/sh\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
+            "m.yaml:3:5: kernel \"a\": spec \"path:/bin/sh\" names no version, so features must give prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags",
+        ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:6.16\n    features: {private_hash: true, prctl: false}\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
+            "m.yaml:4:16: kernel \"a\": private_hash: true needs prctl: true",
+        ),
+    ];
+    let mut bad = Vec::new();
+    for (input, want) in cases {
+        match parse(input) {
+            Ok(_) => bad.push(format!("accepted:\n{input}")),
+            Err(got) if got != *want => {
+                bad.push(format!("input:\n{input}\n got: {got}\nwant: {want}"))
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(bad.is_empty(), "\n{}", bad.join("\n\n"));
+}
+
+#[test]
+fn full_product_by_default_with_builtin_suites() {
+    let m = parse(HEAD).unwrap();
+    assert_eq!(
+        names(&m),
+        [
+            "k73/one/smoke",
+            "k73/one/futex",
+            "k73/two/smoke",
+            "k73/two/futex",
+            "k616/one/smoke",
+            "k616/one/futex",
+            "k616/two/smoke",
+            "k616/two/futex"
+        ]
+    );
+    // Expectations default from the version table and reach the futex binaries.
+    let c = &m.cells[1];
+    let tests = m.tests(c);
+    assert_eq!(tests[0].name, "topology");
+    assert_eq!(tests[1].name, "futex-prctl");
+    assert_eq!(
+        tests[1].args,
+        [
+            "--expect",
+            "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1"
+        ]
+    );
+    assert!(!m.kernels[1].expect.private_hash && m.kernels[1].expect.prctl);
+}
+
+#[test]
+fn exclude_include_suites_and_overrides() {
+    let text = format!(
+        "{HEAD}suites:
+  - name: quick
+    tests:
+      - {{bin: smoke, timeout: 30s}}
+      - {{bin: futex-numa, name: numa, args: [--filter, wake]}}
+  - name: smoke
+    builtin: smoke
+cells:
+  suites: [quick]
+  exclude:
+    - {{kernel: k616, topology: two}}
+  include:
+    - {{kernel: 'k7*', suite: smoke}}
+overrides:
+  - {{topology: two, accel: tcg, timeout_scale: 2.5}}
+  - {{kernel: k73, suite: smoke, cmdline: 'loglevel=8 quiet'}}
+"
+    );
+    let m = parse(&text).unwrap();
+    assert_eq!(
+        names(&m),
+        [
+            "k73/one/quick",
+            "k73/one/smoke",
+            "k73/two/quick",
+            "k73/two/smoke",
+            "k616/one/quick"
+        ]
+    );
+    let by: BTreeMap<_, _> = m.cells.iter().map(|c| (c.name.as_str(), c)).collect();
+    assert_eq!(by["k73/two/quick"].accel, AccelChoice::Tcg);
+    assert_eq!(by["k73/two/quick"].timeout_scale, 2.5);
+    assert_eq!(by["k73/one/quick"].accel, AccelChoice::Auto);
+    assert_eq!(by["k73/two/smoke"].cmdline, ["loglevel=8", "quiet"]);
+    assert!(by["k73/one/quick"].cmdline.is_empty());
+    let tests = m.tests(by["k616/one/quick"]);
+    let names: Vec<_> = tests.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["topology", "smoke", "numa"]);
+    assert_eq!(tests[1].timeout.as_secs(), 30);
+    assert_eq!(tests[2].args[..2], ["--filter", "wake"]);
+    assert_eq!(tests[2].args[2], "--expect");
+    assert!(tests[2].args[3].contains("private_hash=0"));
+    // Filters.
+    let f = plan::Filters {
+        kernel: vec!["k73".into()],
+        suite: vec!["quick,nothing".into()],
+        ..Default::default()
+    };
+    let sel: Vec<_> = plan::select(&m, &f)
+        .into_iter()
+        .map(|i| m.cells[i].name.as_str())
+        .collect();
+    assert_eq!(sel, ["k73/one/quick", "k73/two/quick"]);
+}
+
+#[test]
+fn topologies_take_explicit_nodes_distances_and_memoryless_nodes() {
+    let text = "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: 2, mem: 1G}\n      - {cpus: 2, mem: 0}\n      - {mem: 256M}\n    distances: [[10, 20, 30], [20, 10, 20], [30, 20, 10]]\n";
+    let m = parse(text).unwrap();
+    let t = &m.topologies[0].topology;
+    assert_eq!(t.check_arg(), "0:0-1:1024M,1:2-3:0M,2::256M");
+    assert_eq!(t.distances().unwrap()[0], vec![10, 20, 30]);
+}
+
+fn shard_matrix() -> Matrix {
+    // Uneven costs: 1, 2, 4 and 8 vCPUs x smoke (1 test) and futex (5).
+    let mut text = String::from("kernels:\n");
+    for k in ["a", "b", "c"] {
+        text.push_str(&format!("  - name: {k}\n    spec: debian:7.3\n"));
+    }
+    text.push_str("topologies:\n");
+    for (n, cpus) in [("t1", 1), ("t2", 2), ("t4", 4), ("t8", 8)] {
+        text.push_str(&format!(
+            "  - name: {n}\n    nodes: [{{cpus: {cpus}, mem: 512M}}]\n"
+        ));
+    }
+    parse(&text).unwrap()
+}
+
+#[test]
+fn shards_cover_every_cell_exactly_once_and_balance_cost() {
+    let m = shard_matrix();
+    let all: Vec<usize> = (0..m.cells.len()).collect();
+    let max_cost = m.cells.iter().map(|c| m.cost(c)).max().unwrap();
+    for n in 1..=8 {
+        let sh = plan::shards(&m, &all, n);
+        assert_eq!(sh.len(), n);
+        let mut seen: Vec<usize> = sh.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, all, "N={n}: every cell exactly once");
+        let loads: Vec<u64> = sh
+            .iter()
+            .map(|s| s.iter().map(|&c| m.cost(&m.cells[c])).sum())
+            .collect();
+        let (lo, hi) = (loads.iter().min().unwrap(), loads.iter().max().unwrap());
+        assert!(hi - lo <= max_cost, "N={n}: loads {loads:?}");
+        // Deterministic.
+        assert_eq!(sh, plan::shards(&m, &all, n));
+        // The JSON listing agrees with the shards.
+        let j = plan::list_json(&m, &all, n);
+        for (i, s) in sh.iter().enumerate() {
+            let listed: Vec<&str> = j["shards"][i]["cells"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            let want: Vec<&str> = s.iter().map(|&c| m.cells[c].name.as_str()).collect();
+            assert_eq!(listed, want);
+            assert_eq!(j["shards"][i]["shard"], format!("{}/{n}", i + 1));
+        }
+    }
+    assert!(plan::parse_shard("0/2").is_err());
+    assert!(plan::parse_shard("3/2").is_err());
+    assert!(plan::parse_shard("2").is_err());
+    assert_eq!(plan::parse_shard("2/8").unwrap(), (2, 8));
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/matrix")
+        .join(name)
+}
+
+/// Every testsuite subtree, canonicalised: (name, attributes, and every
+/// descendant element with its attributes and text).
+fn suites(xml: &str) -> Vec<String> {
+    let doc = roxmltree::Document::parse(xml).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .map(|ts| {
+            ts.descendants()
+                .map(|n| {
+                    let mut attrs: Vec<String> = n
+                        .attributes()
+                        .map(|a| format!("{}={:?}", a.name(), a.value()))
+                        .collect();
+                    attrs.sort();
+                    format!("{}[{}]{:?}", n.tag_name().name(), attrs.join(" "), n.text())
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect()
+}
+
+#[test]
+fn junit_merge_is_lossless() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.xml");
+    let inputs = [fixture("shard1.xml"), fixture("shard2.xml")];
+    report::merge(&out, &inputs).unwrap();
+    let merged = std::fs::read_to_string(&out).unwrap();
+    let mut want = Vec::new();
+    for i in &inputs {
+        want.extend(suites(&std::fs::read_to_string(i).unwrap()));
+    }
+    assert_eq!(suites(&merged), want);
+    let doc = roxmltree::Document::parse(&merged).unwrap();
+    let root = doc.root_element();
+    assert_eq!(root.attribute("tests"), Some("5"));
+    assert_eq!(root.attribute("failures"), Some("1"));
+    assert_eq!(root.attribute("errors"), Some("1"));
+    assert_eq!(root.attribute("skipped"), Some("1"));
+    assert_eq!(root.attribute("time"), Some("15.500"));
+    assert_eq!(
+        root.attribute("timestamp"),
+        Some("2026-05-01T09:59:00.000+00:00")
+    );
+    // Merging a merge changes nothing.
+    let again = dir.path().join("again.xml");
+    report::merge(&again, std::slice::from_ref(&out)).unwrap();
+    assert_eq!(suites(&std::fs::read_to_string(&again).unwrap()), want);
+    // What --rerun-failed would pick from it.
+    let picked: Vec<String> = report::not_passed(&out).unwrap().into_iter().collect();
+    assert_eq!(
+        picked,
+        [
+            "debian-6.12/1n2c/smoke",
+            "debian-7.3/1n2c/smoke",
+            "debian-7.3/2n2c/smoke"
+        ]
+    );
+    // Not JUnit: a clear error.
+    let bad = dir.path().join("bad.xml");
+    std::fs::write(&bad, "<html/>").unwrap();
+    let e = report::merge(&out, &[bad]).unwrap_err().to_string();
+    assert!(e.contains("root element <html>"), "{e}");
+}
+
+#[test]
+fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
+    let m = matrix::load(&path).unwrap();
+    let k: Vec<&str> = m.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(
+        k,
+        [
+            "debian-6.12",
+            "debian-6.16",
+            "debian-6.17",
+            "debian-6.18",
+            "debian-7.0",
+            "debian-7.3"
+        ]
+    );
+    assert_eq!(m.topologies.len(), 4);
+    assert!(m.topologies.iter().any(|t| t.topology.cpus() >= 8));
+    assert!(m
+        .topologies
+        .iter()
+        .any(|t| t.topology.distances().is_some()));
+    assert_eq!(m.cells.len(), 6 * 4 * 2);
+    let e = |n: &str| {
+        m.kernels
+            .iter()
+            .find(|k| k.name == n)
+            .unwrap()
+            .expect
+            .encode()
+    };
+    assert_eq!(
+        e("debian-6.12"),
+        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=0"
+    );
+    assert_eq!(
+        e("debian-6.16"),
+        "prctl=1,private_hash=0,immutable=0,numa=1,mpol=1,growth=none,requeue_same_flags=0"
+    );
+    assert_eq!(
+        e("debian-6.17"),
+        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=thread,requeue_same_flags=0"
+    );
+    assert_eq!(
+        e("debian-7.3"),
+        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1"
+    );
+}

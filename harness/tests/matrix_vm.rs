@@ -1,0 +1,227 @@
+//! `harness matrix` with real VMs: a 2 kernels x 2 topologies smoke matrix
+//! end to end, and SIGINT in the middle of a matrix. Gated like `vm.rs`:
+//! only with `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// One matrix at a time: the machine has few cores.
+static VM_LOCK: Mutex<()> = Mutex::new(());
+
+fn enabled() -> bool {
+    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
+    );
+    eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
+    false
+}
+
+fn harness(matrix: &Path, out: &Path, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+    c.arg("matrix")
+        .arg("--matrix")
+        .arg(matrix)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .stdin(Stdio::null());
+    c
+}
+
+/// (testsuite name, status property) of a report.
+fn statuses(path: &Path) -> Vec<(String, String)> {
+    let xml = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("testsuite"))
+        .map(|ts| {
+            let status = ts
+                .descendants()
+                .filter(|p| p.has_tag_name("property") && p.attribute("name") == Some("status"))
+                .find_map(|p| p.attribute("value"))
+                .unwrap_or("")
+                .to_string();
+            (ts.attribute("name").unwrap_or("").to_string(), status)
+        })
+        .collect()
+}
+
+const MINI: &str = "kernels:
+  - name: debian-7.3
+    spec: debian:7.3
+  - name: debian-6.18
+    spec: debian:6.18
+topologies:
+  - name: 1n
+    nodes: [{cpus: 1, mem: 384M}]
+  - name: 2n
+    nodes: [{cpus: 1, mem: 384M}, {cpus: 1, mem: 384M}]
+suites:
+  - name: smoke
+    builtin: smoke
+overrides:
+  - accel: tcg
+";
+
+#[test]
+fn mini_matrix_runs_end_to_end() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("matrix.yaml");
+    std::fs::write(&m, MINI).unwrap();
+    let out = dir.path().join("out");
+    let r = harness(&m, &out, &[]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(
+        r.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    let want = [
+        "debian-7.3/1n/smoke",
+        "debian-7.3/2n/smoke",
+        "debian-6.18/1n/smoke",
+        "debian-6.18/2n/smoke",
+    ];
+    let got = statuses(&out.join("junit.xml"));
+    assert_eq!(
+        got,
+        want.iter()
+            .map(|n| (n.to_string(), "passed".to_string()))
+            .collect::<Vec<_>>()
+    );
+    for n in want {
+        let cell: PathBuf = out.join("cells").join(n);
+        assert_eq!(
+            statuses(&cell.join("junit.xml")),
+            [(n.to_string(), "passed".to_string())]
+        );
+        assert!(cell.join("console.log").is_file(), "{n}: console log");
+    }
+    // The summary table: one row per kernel, one column per topology.
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("debian-6.18"))
+        .unwrap();
+    assert_eq!(
+        row.split_whitespace().filter(|w| w.ends_with('s')).count(),
+        2,
+        "{row}"
+    );
+    assert!(
+        stdout.contains("cells: 4 passed, 0 failed, 0 not run"),
+        "{stdout}"
+    );
+    // Nothing failed: --rerun-failed has nothing to do.
+    let r = harness(&m, &out, &["--rerun-failed"]).output().unwrap();
+    assert_eq!(r.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("rerunning 0 cells"));
+}
+
+fn processes_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn sigint_leaves_no_qemu_and_reports_finished_and_not_run_cells() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("harness.test_marker=matrix_{}", std::process::id());
+    // Costs 3, 2, 1: with -j 1 they run smoke, second, then (never) later.
+    let text = format!(
+        "kernels:
+  - name: k
+    spec: debian:7.3
+topologies:
+  - name: t
+    nodes: [{{cpus: 1, mem: 256M}}]
+suites:
+  - name: smoke
+    builtin: smoke
+    weight: 2
+  - name: second
+    builtin: smoke
+    weight: 1
+  - name: later
+    builtin: smoke
+    weight: 0
+overrides:
+  - {{accel: tcg, cmdline: '{marker}'}}
+"
+    );
+    let m = dir.path().join("matrix.yaml");
+    std::fs::write(&m, text).unwrap();
+    let out = dir.path().join("out");
+    let mut child = harness(&m, &out, &["-j", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Whatever happens, the harness does not outlive the test.
+    struct Kill(u32);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            // SAFETY: plain kill(2) on our own child (ESRCH once it is gone).
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+    let _kill = Kill(pid);
+    wait_for("the smoke cell's JUnit", Duration::from_secs(300), || {
+        out.join("cells/k/t/smoke/junit.xml").is_file()
+    });
+    // With -j 1 the smoke cell's QEMU is gone: a QEMU now is the second
+    // cell's, which takes seconds to boot under TCG.
+    wait_for("the second cell's QEMU", Duration::from_secs(120), || {
+        !processes_with(&marker).is_empty()
+    });
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    wait_for("QEMU to go away", Duration::from_secs(15), || {
+        processes_with(&marker).is_empty()
+    });
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    let got = statuses(&out.join("junit.xml"));
+    let got: Vec<(&str, &str)> = got.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            ("k/t/smoke", "passed"),
+            ("k/t/second", "interrupted"),
+            ("k/t/later", "not-run")
+        ]
+    );
+}
