@@ -18,6 +18,8 @@ fn script(name: &str, args: &[&str], matrix: &Path) -> std::process::Output {
         .arg(root().join("ci").join(name))
         .args(args)
         .env("MATRIX", matrix)
+        // The test's own build, not a second (release) one.
+        .env("HARNESS_BIN", env!("CARGO_BIN_EXE_harness"))
         .env_remove("GITHUB_OUTPUT")
         .output()
         .unwrap();
