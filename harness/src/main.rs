@@ -40,7 +40,36 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Boot one kernel in one topology and run a suite.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
+    /// The kernel's own futex selftests: build them (cached) or compare
+    /// their verdicts with ours.
+    #[command(subcommand)]
+    Kselftest(KselftestCommand),
+}
+
+#[derive(Subcommand)]
+enum KselftestCommand {
+    /// Build (or find in the cache) the upstream futex selftests of a tree.
+    Build {
+        /// `debian:X.Y` (Debian's linux-source-X.Y) or a pristine kernel tree.
+        #[arg(long, default_value = "debian:7.3")]
+        tree: String,
+        /// Rebuild even when cached.
+        #[arg(long)]
+        rebuild: bool,
+        /// Debian mirror (default: $HARNESS_DEBIAN_MIRROR, else apt's).
+        #[arg(long, value_name = "URL")]
+        debian_mirror: Option<String>,
+    },
+    /// Upstream verdicts next to ours, per kernel, from JUnit reports.
+    Compare {
+        /// JUnit files holding kselftest-futex and futex cells.
+        #[arg(required = true)]
+        junit: Vec<PathBuf>,
+        /// Write the Markdown report here (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -82,6 +111,10 @@ struct RunArgs {
     /// default: from the kernel version's row of the ABI table.
     #[arg(long)]
     expect: Option<String>,
+    /// Kernel source for the kselftest-* suites: `debian:X.Y` or a pristine
+    /// kernel tree (default: Debian's linux-source of the kernel's series).
+    #[arg(long, value_name = "TREE")]
+    kselftest_tree: Option<String>,
     /// Skip the topology check.
     #[arg(long)]
     no_topology_check: bool,
@@ -108,7 +141,8 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run(args) => run(args).await,
+            Command::Run(args) => run(*args).await,
+            Command::Kselftest(c) => kselftest(c).await,
         }
     });
     match result {
@@ -152,7 +186,31 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     if !args.no_topology_check {
         tests.push(suite::topology_check(&topology));
     }
-    tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
+    if harness::kselftest::is_kselftest_suite(&args.suite) {
+        let spec = harness::kselftest::source_spec(
+            &args.suite,
+            args.kselftest_tree.as_deref(),
+            kernel.version(),
+        )?;
+        let opts = harness::kselftest::Options {
+            mirror: args.debian_mirror.clone(),
+            ..Default::default()
+        };
+        let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let cache = harness::kernel::cache::Cache::from_env()?;
+            Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
+        })
+        .await??;
+        eprintln!(
+            "harness: upstream selftests from {} ({}) in {}",
+            build.manifest.source,
+            if build.cached { "cached" } else { "built" },
+            build.dir.display()
+        );
+        tests.extend(build.tests());
+    } else {
+        tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
+    }
     for p in &args.guest_bins {
         tests.push(suite::user_binary(
             p.clone(),
@@ -236,6 +294,58 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_TESTS_FAILED
     })
+}
+
+async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
+    match c {
+        KselftestCommand::Build {
+            tree,
+            rebuild,
+            debian_mirror,
+        } => {
+            let spec = harness::kselftest::SourceSpec::parse(&tree)?;
+            let opts = harness::kselftest::Options {
+                mirror: debian_mirror,
+                rebuild,
+                jobs: 0,
+            };
+            let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+                let cache = harness::kernel::cache::Cache::from_env()?;
+                Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
+            })
+            .await??;
+            let m = &build.manifest;
+            println!("dir: {}", build.dir.display());
+            println!("cached: {}", build.cached);
+            println!("source: {}", m.source);
+            println!("gcc: {}", m.gcc);
+            println!("libnuma: {}", m.libnuma.as_deref().unwrap_or("none"));
+            println!("build: {:.1} s", m.build_seconds);
+            for p in &m.programs {
+                println!("run: {} {}", p.name, p.args.join(" "));
+            }
+            for (n, why) in &m.not_run {
+                println!("not run: {n}: {why}");
+            }
+            Ok(EXIT_OK)
+        }
+        KselftestCommand::Compare { junit, out } => {
+            let mut xml = Vec::new();
+            for p in &junit {
+                xml.push(
+                    std::fs::read_to_string(p)
+                        .with_context(|| format!("reading {}", p.display()))?,
+                );
+            }
+            let report = harness::kselftest::compare_junit(&xml)?;
+            match out {
+                Some(p) => std::fs::write(&p, report)
+                    .with_context(|| format!("writing {}", p.display()))?,
+                None => print!("{report}"),
+            }
+            Ok(EXIT_OK)
+        }
+    }
 }
 
 /// A cell name component: no `/`, no spaces.
