@@ -1135,7 +1135,7 @@ pub const MAPPING: &[(&str, &[&str], &str)] = &[
     (
         "robust_list/*",
         &[],
-        "not covered by ours: list-op-pending, multiple elements, circular lists, the 7.3 vDSO robust unlock and 32-bit variants (see docs/kselftest.md)",
+        "not covered by ours: get_robust_list of a child, list-op-pending, multiple elements, circular lists, the 7.3 vDSO robust unlock, robust unlock via futex ops (see docs/kselftest.md)",
     ),
 ];
 
