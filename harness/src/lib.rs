@@ -11,6 +11,7 @@ pub mod initramfs;
 pub mod junit;
 pub mod kernel;
 pub mod kernelspec;
+pub mod kselftest;
 pub mod ktap;
 pub mod matrix;
 pub mod procs;

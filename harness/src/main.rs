@@ -48,12 +48,41 @@ enum Command {
     /// JUnit report tools.
     #[command(subcommand)]
     Junit(JunitCommand),
+    /// The kernel's own futex selftests: build them (cached) or compare
+    /// their verdicts with ours.
+    #[command(subcommand)]
+    Kselftest(KselftestCommand),
 }
 
 #[derive(Subcommand)]
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
     Merge(harness::matrix::cli::MergeArgs),
+}
+
+#[derive(Subcommand)]
+enum KselftestCommand {
+    /// Build (or find in the cache) the upstream futex selftests of a tree.
+    Build {
+        /// `debian:X.Y` (Debian's linux-source-X.Y) or a pristine kernel tree.
+        #[arg(long, default_value = "debian:7.3")]
+        tree: String,
+        /// Rebuild even when cached.
+        #[arg(long)]
+        rebuild: bool,
+        /// Debian mirror (default: $HARNESS_DEBIAN_MIRROR, else apt's).
+        #[arg(long, value_name = "URL")]
+        debian_mirror: Option<String>,
+    },
+    /// Upstream verdicts next to ours, per kernel, from JUnit reports.
+    Compare {
+        /// JUnit files holding kselftest-futex and futex cells.
+        #[arg(required = true)]
+        junit: Vec<PathBuf>,
+        /// Write the Markdown report here (default: stdout).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -99,6 +128,10 @@ struct RunArgs {
     /// reports anything (a boot crash is not a test result).
     #[arg(long, default_value_t = 1)]
     boot_retries: u32,
+    /// Kernel source for the kselftest-* suites: `debian:X.Y` or a pristine
+    /// kernel tree (default: Debian's linux-source of the kernel's series).
+    #[arg(long, value_name = "TREE")]
+    kselftest_tree: Option<String>,
     /// Skip the topology check.
     #[arg(long)]
     no_topology_check: bool,
@@ -114,6 +147,8 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
         .init();
     let cli = Cli::parse();
     let rt = match tokio::runtime::Runtime::new() {
@@ -129,6 +164,7 @@ fn main() -> ExitCode {
             Command::Host => host_report(),
             Command::Matrix(args) => matrix(args).await,
             Command::Junit(JunitCommand::Merge(args)) => Ok(harness::matrix::cli::merge(args)?),
+            Command::Kselftest(c) => kselftest(c).await,
         }
     });
     match result {
@@ -181,7 +217,31 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     if !args.no_topology_check {
         tests.push(suite::topology_check(&topology));
     }
-    tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
+    if harness::kselftest::is_kselftest_suite(&args.suite) {
+        let spec = harness::kselftest::source_spec(
+            &args.suite,
+            args.kselftest_tree.as_deref(),
+            kernel.version(),
+        )?;
+        let opts = harness::kselftest::Options {
+            mirror: args.debian_mirror.clone(),
+            ..Default::default()
+        };
+        let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+            let cache = harness::kernel::cache::Cache::from_env()?;
+            Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
+        })
+        .await??;
+        eprintln!(
+            "harness: upstream selftests from {} ({}) in {}",
+            build.manifest.source,
+            if build.cached { "cached" } else { "built" },
+            build.dir.display()
+        );
+        tests.extend(build.tests());
+    } else {
+        tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
+    }
     for p in &args.guest_bins {
         tests.push(suite::user_binary(
             p.clone(),
@@ -282,6 +342,58 @@ async fn matrix(args: harness::matrix::cli::MatrixArgs) -> anyhow::Result<u8> {
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone()).context("installing signal handlers")?;
     Ok(harness::matrix::cli::matrix(args, cancel).await?)
+}
+
+async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
+    match c {
+        KselftestCommand::Build {
+            tree,
+            rebuild,
+            debian_mirror,
+        } => {
+            let spec = harness::kselftest::SourceSpec::parse(&tree)?;
+            let opts = harness::kselftest::Options {
+                mirror: debian_mirror,
+                rebuild,
+                jobs: 0,
+            };
+            let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+                let cache = harness::kernel::cache::Cache::from_env()?;
+                Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
+            })
+            .await??;
+            let m = &build.manifest;
+            println!("dir: {}", build.dir.display());
+            println!("cached: {}", build.cached);
+            println!("source: {}", m.source);
+            println!("gcc: {}", m.gcc);
+            println!("libnuma: {}", m.libnuma.as_deref().unwrap_or("none"));
+            println!("build: {:.1} s", m.build_seconds);
+            for p in &m.programs {
+                println!("run: {} {}", p.name, p.args.join(" "));
+            }
+            for (n, why) in &m.not_run {
+                println!("not run: {n}: {why}");
+            }
+            Ok(EXIT_OK)
+        }
+        KselftestCommand::Compare { junit, out } => {
+            let mut xml = Vec::new();
+            for p in &junit {
+                xml.push(
+                    std::fs::read_to_string(p)
+                        .with_context(|| format!("reading {}", p.display()))?,
+                );
+            }
+            let report = harness::kselftest::compare_junit(&xml)?;
+            match out {
+                Some(p) => std::fs::write(&p, report)
+                    .with_context(|| format!("writing {}", p.display()))?,
+                None => print!("{report}"),
+            }
+            Ok(EXIT_OK)
+        }
+    }
 }
 
 /// A cell name component: no `/`, no spaces.

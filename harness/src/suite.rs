@@ -22,6 +22,13 @@ pub enum SuiteError {
     /// A binary problem.
     #[error(transparent)]
     Bin(#[from] GuestBinError),
+    /// The suite is built from a kernel source tree: resolve it with
+    /// [`crate::kselftest::resolve_suite`].
+    #[error("suite {name:?} is built from a kernel source tree; resolve it with kselftest::resolve_suite")]
+    NeedsBuild {
+        /// The suite.
+        name: String,
+    },
     /// A user binary has a name the guest cannot use.
     #[error("guest binary {path}: file name {name:?} must be 1-64 characters of [A-Za-z0-9._-]")]
     BadName {
@@ -39,6 +46,14 @@ pub enum Binary {
     Builtin(&'static str),
     /// A user-supplied static binary (`--guest-bin`).
     Host(PathBuf),
+    /// A static binary built outside this workspace (e.g. the kernel's own
+    /// selftests, see [`crate::kselftest`]), packed as `file`.
+    External {
+        /// File name inside the guest's binary directory.
+        file: String,
+        /// The binary on the host.
+        path: PathBuf,
+    },
 }
 
 /// One top-level test of a suite.
@@ -73,6 +88,7 @@ pub const SUITES: &[&str] = &[
     "fault-panic",
     "fault-hang",
     "fault-garbage",
+    crate::kselftest::SUITE_FUTEX,
 ];
 
 /// The futex test binaries, in run order.
@@ -82,6 +98,7 @@ pub const FUTEX_BINARIES: &[&str] = &[
     "futex-immutable",
     "futex-numa",
     "futex-mpol",
+    "futex-upstream-gaps",
 ];
 
 /// The tests of a built-in suite. `expect` is the `--expect` string for
@@ -101,6 +118,9 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             })
             .collect(),
         "none" => vec![],
+        n if crate::kselftest::is_kselftest_suite(n) => {
+            return Err(SuiteError::NeedsBuild { name: n.into() })
+        }
         // Fault-injection suites: what the harness must survive and report.
         "fault-panic" => vec![
             t("smoke", &[], 60),
@@ -181,6 +201,10 @@ pub fn plan(
         let (file, host) = match &t.binary {
             Binary::Builtin(b) => (b.to_string(), bins.path(b)?),
             Binary::Host(p) => (format!("user-{}", t.name), p.clone()),
+            Binary::External { file, path } => {
+                crate::guestbin::check_static(path)?;
+                (file.clone(), path.clone())
+            }
         };
         if !files.iter().any(|(f, _)| *f == file) {
             files.push((file.clone(), host));

@@ -97,7 +97,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    builtin: smok\n",
-            "m.yaml:9:5: suite \"s\": unknown suite \"smok\"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage",
+            "m.yaml:9:5: suite \"s\": unknown suite \"smok\"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage, kselftest-futex",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    builtin: smoke\n    tests: []\n",
@@ -385,7 +385,7 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
             "debian-7.3"
         ]
     );
-    assert_eq!(m.topologies.len(), 4);
+    assert_eq!(m.topologies.len(), 5);
     assert!(m.topologies.iter().any(|t| t.topology.cpus() >= 8));
     assert!(m
         .topologies

@@ -4,6 +4,7 @@
 //! finished cell's JUnit (and the aggregate, with every unfinished cell
 //! marked not run) before the next cell is started.
 
+use super::model::SuiteKind;
 use super::report::{self, Outcome, Status};
 use super::{glob, Matrix};
 use crate::cell::CellSpec;
@@ -11,6 +12,7 @@ use crate::guestbin::GuestBins;
 use crate::host;
 use crate::kernelspec::KernelSpec;
 use crate::result::VmEnd;
+use crate::suite::SuiteTest;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -222,6 +224,38 @@ pub async fn run(
         images.insert(k.spec_text.clone(), r);
     }
 
+    // Upstream selftests (kselftest suites): built once per kernel series.
+    let mut kselftests: BTreeMap<(String, String), Result<Vec<SuiteTest>, String>> =
+        BTreeMap::new();
+    for &c in cells {
+        let cell = &m.cells[c];
+        let SuiteKind::Builtin(name) = &m.suites[cell.suite].kind else {
+            continue;
+        };
+        let k = &m.kernels[cell.kernel];
+        let key = (name.clone(), k.spec_text.clone());
+        if !crate::kselftest::is_kselftest_suite(name)
+            || kselftests.contains_key(&key)
+            || cancel.is_cancelled()
+        {
+            continue;
+        }
+        send(Event::Step(format!("building {name} for {}", k.spec_text)));
+        let (name, version) = (name.clone(), k.spec.version().map(String::from));
+        let ks_opts = crate::kselftest::Options {
+            mirror: opts.debian_mirror.clone(),
+            rebuild: false,
+            jobs: 0,
+        };
+        let r = tokio::task::spawn_blocking(move || {
+            crate::kselftest::resolve_suite(&name, None, None, version.as_deref(), &ks_opts)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| RunError::Join(e.to_string()))?;
+        kselftests.insert(key, r);
+    }
+
     // Slots for the aggregate, in the given order; all "not run" at first.
     let props = |c: usize| {
         let cell = &m.cells[c];
@@ -310,6 +344,18 @@ pub async fn run(
             };
             let topo = &m.topologies[cell.topology];
             let mut tests = m.tests(cell);
+            if let SuiteKind::Builtin(name) = &m.suites[cell.suite].kind {
+                match kselftests.get(&(name.clone(), kernel.spec_text.clone())) {
+                    Some(Ok(built)) => tests.extend(built.iter().cloned()),
+                    Some(Err(e)) => {
+                        let o = outcome_for(c, Status::Error(format!("{name}: {e}")));
+                        finish(&mut slots, i, o, opts, events, &write_agg)?;
+                        stop |= opts.fail_fast;
+                        continue;
+                    }
+                    None => {}
+                }
+            }
             if let Some(g) = opts.test_glob.as_deref().filter(|g| g.contains('/')) {
                 let first = g.split('/').next().unwrap_or(g);
                 tests.retain(|t| t.name == "topology" || glob::matches(first, &t.name));
