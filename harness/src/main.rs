@@ -41,6 +41,8 @@ struct Cli {
 enum Command {
     /// Boot one kernel in one topology and run a suite.
     Run(RunArgs),
+    /// Benchmark futex configurations across kernels and topologies (see docs/bench.md).
+    Bench(harness::bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -109,6 +111,7 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::Bench(args) => harness::bench::run(args).await.map_err(anyhow::Error::from),
         }
     });
     match result {
@@ -125,6 +128,10 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
     let usage = e.chain().any(|c| {
         c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
+            || matches!(
+                c.downcast_ref::<harness::bench::BenchError>(),
+                Some(harness::bench::BenchError::Usage(_))
+            )
             || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
                 Some(

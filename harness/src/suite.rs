@@ -73,6 +73,7 @@ pub const SUITES: &[&str] = &[
     "fault-panic",
     "fault-hang",
     "fault-garbage",
+    "bench",
 ];
 
 /// The futex test binaries, in run order.
@@ -101,6 +102,7 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             })
             .collect(),
         "none" => vec![],
+        "bench" => vec![crate::bench::suite_test(expect)],
         // Fault-injection suites: what the harness must survive and report.
         "fault-panic" => vec![
             t("smoke", &[], 60),
