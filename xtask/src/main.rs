@@ -3,10 +3,13 @@
 //! - `ci`: what CI runs: rustfmt check, clippy with warnings as errors,
 //!   every test including the real-VM ones (`HARNESS_VM_TESTS=1`).
 //! - `test`: the quick tier (no VMs).
+//! - `bench-boot`, `bench-peers`: time-to-result against a bare QEMU boot
+//!   and against virtme-ng / vmtest (see docs/bench.md).
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
 
+mod bench;
 mod ci;
 
 fn main() -> Result<()> {
@@ -19,6 +22,7 @@ fn main() -> Result<()> {
             cmd!(sh, "cargo test --workspace").run()?;
             Ok(())
         }
+        Some(c @ ("bench-boot" | "bench-peers")) => bench::run(&sh, c, &args[1..]),
         Some(other) => bail!("unknown xtask {other:?}; known: ci, test"),
         None => bail!("usage: cargo xtask <ci|test>"),
     }

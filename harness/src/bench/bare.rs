@@ -104,7 +104,10 @@ mod tests {
             line.contains("-serial file:/o/c.log -serial file:/o/r.ktap"),
             "{line}"
         );
-        assert!(!line.contains("socket,") && !line.contains(" -mon "), "{line}");
+        assert!(
+            !line.contains("socket,") && !line.contains(" -mon "),
+            "{line}"
+        );
         assert!(line.contains("-numa node,nodeid=1"), "{line}");
         assert!(line.contains("isa-debug-exit"), "{line}");
         assert!(line.contains("-accel tcg -cpu max"), "{line}");
