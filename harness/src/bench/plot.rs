@@ -56,6 +56,7 @@ pub fn svg(report: &Report) -> Result<String, String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 16))
             .margin(12)
+            .margin_right(80)
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d(0.0f64..n, 0.0f64..ymax)
@@ -64,6 +65,7 @@ pub fn svg(report: &Report) -> Result<String, String> {
         chart
             .configure_mesh()
             .disable_x_mesh()
+            .light_line_style(WHITE)
             .x_labels(configs.len() * 2 + 1)
             .x_label_formatter(&|x| {
                 // Labels sit at group centres (k + 0.5).
@@ -89,12 +91,23 @@ pub fn svg(report: &Report) -> Result<String, String> {
                 .collect();
             let mut rects = Vec::new();
             let mut whiskers = Vec::new();
+            let mut marks = Vec::new();
             for r in &rows {
                 let Some(ci) = configs.iter().position(|c| *c == r.config) else {
                     continue;
                 };
                 let x0 = ci as f64 + 0.1 + bar * si as f64;
                 if r.total.n == 0 || r.status != RowStatus::Ok {
+                    let word = match r.status {
+                        RowStatus::Skip => "skip",
+                        RowStatus::Fail => "FAIL",
+                        _ => "n/a",
+                    };
+                    marks.push(Text::new(
+                        word.to_string(),
+                        (x0, ymax * 0.02),
+                        ("sans-serif", 11).into_font().color(&color),
+                    ));
                     continue;
                 }
                 rects.push(Rectangle::new(
@@ -116,6 +129,7 @@ pub fn svg(report: &Report) -> Result<String, String> {
                     Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
                 });
             chart.draw_series(whiskers).map_err(|e| e.to_string())?;
+            chart.draw_series(marks).map_err(|e| e.to_string())?;
         }
         chart
             .configure_series_labels()
@@ -186,5 +200,9 @@ mod tests {
         // 3 bars (the skipped row has none) + 2 legend swatches + background.
         let blue = s.matches("fill=\"#1F77B4\"").count();
         assert!(blue >= 3, "{blue} blue rects");
+        assert!(
+            s.contains(">\nskip\n<") || s.contains(">skip<"),
+            "skipped row not marked"
+        );
     }
 }
