@@ -559,6 +559,17 @@ impl BenchLine {
     }
 }
 
+/// A kernel feature a configuration needs is missing: `Ok(reason)` to
+/// SKIP where the expectations say the kernel lacks it, `Err(reason)` to
+/// FAIL where they say it has it.
+pub fn missing_feature(expected: bool, why: &str) -> Result<String, String> {
+    if expected {
+        Err(format!("{why}, but --expect says the kernel has it"))
+    } else {
+        Ok(why.to_string())
+    }
+}
+
 /// Formats ops/s compactly: `1.23M`, `456.7k`, `89`.
 pub fn si(x: f64) -> String {
     let a = x.abs();
@@ -692,6 +703,16 @@ mod tests {
         assert_eq!(BenchLine::parse("# something else"), None);
         let skip = BenchLine::parse(r#"# BENCH {"kind":"skip","config":"x","reason":"r"}"#);
         assert_eq!(skip.unwrap().config(), "x");
+    }
+
+    #[test]
+    fn missing_feature_skips_unless_expected() {
+        assert_eq!(
+            missing_feature(false, "no immutable"),
+            Ok("no immutable".into())
+        );
+        let e = missing_feature(true, "no immutable").unwrap_err();
+        assert!(e.contains("no immutable") && e.contains("--expect"), "{e}");
     }
 
     #[test]

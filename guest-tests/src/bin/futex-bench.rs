@@ -395,10 +395,9 @@ fn child_main(spec: &str, round: usize, runtime: f64, expect: &Expect) -> ! {
 }
 
 fn skip_or_fail(expected: bool, why: String) -> RoundOutcome {
-    if expected {
-        RoundOutcome::Fail(format!("{why}, but --expect says the kernel has it"))
-    } else {
-        RoundOutcome::Skip(why)
+    match bench::missing_feature(expected, &why) {
+        Ok(skip) => RoundOutcome::Skip(skip),
+        Err(fail) => RoundOutcome::Fail(fail),
     }
 }
 

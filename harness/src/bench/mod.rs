@@ -422,6 +422,19 @@ mod tests {
     }
 
     #[test]
+    fn bench_suite_runs_futex_bench_with_expectations() {
+        let s = crate::suite::builtin("bench", Some("immutable=1")).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].binary, suite::Binary::Builtin("futex-bench"));
+        assert!(s[0]
+            .args
+            .ends_with(&["--expect".to_string(), "immutable=1".to_string()]));
+        assert!(s[0]
+            .args
+            .starts_with(&["--set".to_string(), "standard".to_string()]));
+    }
+
+    #[test]
     fn timeout_grows_with_work() {
         assert_eq!(guest_timeout(2, 3, 1.0), Duration::from_secs(84));
     }
