@@ -231,7 +231,11 @@ fn parent_main(configs: &[Config], args: &Args, expect: &Expect) -> i32 {
             continue;
         }
         let c = &configs[ci];
-        match run_round(c, r, args.runtime, expect) {
+        let (outcome, notes) = run_round(c, r, args.runtime, expect);
+        for n in notes {
+            k.diag(&format!("{} round {}: {n}", c.name, r + 1));
+        }
+        match outcome {
             RoundOutcome::Done(round) => {
                 let round = *round;
                 let st = Stats::of(&round.per_thread);
@@ -305,8 +309,25 @@ fn parent_main(configs: &[Config], args: &Args, expect: &Expect) -> i32 {
     }
 }
 
-/// Runs one round in a fresh process and reads its verdict.
-fn run_round(c: &Config, round: usize, runtime: f64, expect: &Expect) -> RoundOutcome {
+/// Runs one round in a fresh process: its verdict and its `# ` notes.
+fn run_round(
+    c: &Config,
+    round: usize,
+    runtime: f64,
+    expect: &Expect,
+) -> (RoundOutcome, Vec<String>) {
+    let mut notes = Vec::new();
+    let outcome = run_round_inner(c, round, runtime, expect, &mut notes);
+    (outcome, notes)
+}
+
+fn run_round_inner(
+    c: &Config,
+    round: usize,
+    runtime: f64,
+    expect: &Expect,
+    notes: &mut Vec<String>,
+) -> RoundOutcome {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => return RoundOutcome::Fail(format!("cannot find own executable: {e}")),
@@ -357,6 +378,9 @@ fn run_round(c: &Config, round: usize, runtime: f64, expect: &Expect) -> RoundOu
         ));
     };
     for line in text.lines() {
+        if let Some(n) = line.strip_prefix("# ") {
+            notes.push(n.to_string());
+        }
         let Some(r) = line.strip_prefix(RESULT_TAG) else {
             continue;
         };
