@@ -52,6 +52,8 @@ enum Command {
     /// their verdicts with ours.
     #[command(subcommand)]
     Kselftest(KselftestCommand),
+    /// Benchmark futex configurations across kernels and topologies (see docs/bench.md).
+    Bench(harness::bench::BenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -165,6 +167,7 @@ fn main() -> ExitCode {
             Command::Matrix(args) => matrix(args).await,
             Command::Junit(JunitCommand::Merge(args)) => Ok(harness::matrix::cli::merge(args)?),
             Command::Kselftest(c) => kselftest(c).await,
+            Command::Bench(args) => harness::bench::run(args).await.map_err(anyhow::Error::from),
         }
     });
     match result {
@@ -183,6 +186,10 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
             .is_some_and(|m| m.is_usage())
             || c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
+            || matches!(
+                c.downcast_ref::<harness::bench::BenchError>(),
+                Some(harness::bench::BenchError::Usage(_))
+            )
             || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
                 Some(

@@ -89,6 +89,7 @@ pub const SUITES: &[&str] = &[
     "fault-hang",
     "fault-garbage",
     crate::kselftest::SUITE_FUTEX,
+    "bench",
 ];
 
 /// The futex test binaries, in run order.
@@ -121,6 +122,7 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
         n if crate::kselftest::is_kselftest_suite(n) => {
             return Err(SuiteError::NeedsBuild { name: n.into() })
         }
+        "bench" => vec![crate::bench::suite_test(expect)],
         // Fault-injection suites: what the harness must survive and report.
         "fault-panic" => vec![
             t("smoke", &[], 60),

@@ -97,7 +97,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    builtin: smok\n",
-            "m.yaml:9:5: suite \"s\": unknown suite \"smok\"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage, kselftest-futex",
+            "m.yaml:9:5: suite \"s\": unknown suite \"smok\"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage, kselftest-futex, bench",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    builtin: smoke\n    tests: []\n",

@@ -4,10 +4,13 @@
 //!   every test including the real-VM ones (`HARNESS_VM_TESTS=1`).
 //! - `matrix [ARGS]`: runs `matrix.yaml` (`harness matrix ARGS`, release build).
 //! - `test`: the quick tier (no VMs).
+//! - `bench-boot`, `bench-peers`: time-to-result against a bare QEMU boot
+//!   and against virtme-ng / vmtest (see docs/bench.md).
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
 
+mod bench;
 mod ci;
 mod matrix;
 
@@ -22,8 +25,11 @@ fn main() -> Result<()> {
             cmd!(sh, "cargo test --workspace").run()?;
             Ok(())
         }
-        Some(other) => bail!("unknown xtask {other:?}; known: ci, matrix, test"),
-        None => bail!("usage: cargo xtask <ci|matrix|test>"),
+        Some(c @ ("bench-boot" | "bench-peers")) => bench::run(&sh, c, &args[1..]),
+        Some(other) => {
+            bail!("unknown xtask {other:?}; known: ci, matrix, test, bench-boot, bench-peers")
+        }
+        None => bail!("usage: cargo xtask <ci|matrix|test|bench-boot|bench-peers>"),
     }
 }
 

@@ -1,0 +1,435 @@
+//! `harness bench`: runs `futex-bench` configurations across kernels and
+//! topologies — one VM per (kernel, topology) running every configuration,
+//! rounds interleaved in the guest — and writes a comparison table
+//! (terminal, CSV, JSON) with ratios against a baseline configuration, plus
+//! an SVG plot. Also emits the pieces of a bare QEMU boot (`--emit-bare`)
+//! for `cargo xtask bench-boot`.
+
+pub mod bare;
+pub mod plot;
+pub mod report;
+
+use crate::cell::CellSpec;
+use crate::guestbin::GuestBins;
+use crate::host::{self, AccelChoice};
+use crate::kernelspec::KernelSpec;
+use crate::suite::{self, SuiteTest};
+use crate::topology::Topology;
+use report::{Meta, Report, RowStatus};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Errors of a benchmark run (tests that fail are rows, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// Anything in the way of running (QEMU, kernel download, files).
+    #[error("{0}")]
+    Infra(String),
+}
+
+fn infra(e: impl std::fmt::Display) -> BenchError {
+    BenchError::Infra(e.to_string())
+}
+
+/// `harness bench` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BenchArgs {
+    /// Kernel (`debian:<v>` or `path:<bzImage>`); repeatable.
+    #[arg(long = "kernel", required = true)]
+    pub kernels: Vec<String>,
+    /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
+    #[arg(long = "topology", default_value = "nodes=2,cpus=2,mem=512M")]
+    pub topologies: Vec<String>,
+    /// Built-in configuration set: standard, seed, numa (ignored with --config
+    /// unless given explicitly too).
+    #[arg(long)]
+    pub set: Option<String>,
+    /// A configuration `NAME[:KEY=VAL,...]` (see futex-bench --help); repeatable.
+    #[arg(long = "config", value_name = "SPEC")]
+    pub configs: Vec<String>,
+    /// Configuration the ratios are relative to (default: the first).
+    #[arg(long)]
+    pub baseline: Option<String>,
+    /// Rounds per configuration (interleaved).
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Seconds per round.
+    #[arg(long, default_value_t = 1.0)]
+    pub runtime: f64,
+    /// Worker threads per hash configuration (default: one per vCPU).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Futexes per thread (perf's default 1024).
+    #[arg(long)]
+    pub futexes: Option<usize>,
+    /// Kernel expectations for futex-bench (`immutable=1` makes a missing
+    /// immutable hash FAIL); default: from the kernel version.
+    #[arg(long)]
+    pub expect: Option<String>,
+    /// Output directory (cells, bench.csv, bench.json, bench.svg).
+    #[arg(long, default_value = "harness-out/bench")]
+    pub out: PathBuf,
+    /// Accelerator.
+    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
+    pub accel: AccelChoice,
+    /// Debian mirror for `debian:` kernels.
+    #[arg(long, value_name = "URL")]
+    pub debian_mirror: Option<String>,
+    /// Do not run: write DIR/initramfs.cpio and DIR/argv (NUL-separated, a
+    /// bare QEMU boot of the first kernel and topology with `--bare-suite`,
+    /// serial ports to files, no QMP) and exit. Used by `cargo xtask bench-boot`.
+    #[arg(long, value_name = "DIR")]
+    pub emit_bare: Option<PathBuf>,
+    /// Suite for --emit-bare.
+    #[arg(long, default_value = "none")]
+    pub bare_suite: String,
+}
+
+/// The futex-bench arguments for a run (what the `bench` suite passes too).
+pub fn guest_args(a: &BenchArgs, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
+    let mut specs = Vec::new();
+    if let Some(s) = &a.set {
+        specs.extend(guest_tests::bench::named_set(s, nodes).ok_or_else(|| {
+            BenchError::Usage(format!(
+                "--set {s:?}: known sets: {}",
+                guest_tests::bench::SETS.join(", ")
+            ))
+        })?);
+    }
+    specs.extend(a.configs.iter().cloned());
+    if specs.is_empty() {
+        specs = guest_tests::bench::standard_set(nodes);
+    }
+    let mut base = guest_tests::bench::Config::new("base");
+    base.threads = a.threads;
+    if let Some(f) = a.futexes {
+        base.futexes = f;
+    }
+    let mut names = Vec::new();
+    let mut args = vec![
+        "--rounds".to_string(),
+        a.rounds.to_string(),
+        "--runtime".into(),
+        a.runtime.to_string(),
+    ];
+    for s in &specs {
+        let c = guest_tests::bench::Config::parse_with(s, &base).map_err(BenchError::Usage)?;
+        if names.contains(&c.name) {
+            return Err(BenchError::Usage(format!(
+                "configuration {:?} given twice",
+                c.name
+            )));
+        }
+        names.push(c.name.clone());
+        args.push("--config".into());
+        args.push(c.encode());
+    }
+    if !((1..=1000).contains(&a.rounds) && a.runtime > 0.0 && a.runtime <= 3600.0) {
+        return Err(BenchError::Usage(
+            "--rounds must be 1..=1000 and --runtime in (0, 3600] seconds".into(),
+        ));
+    }
+    Ok((args, names))
+}
+
+/// The guest timeout for a futex-bench run of `n` configurations.
+pub fn guest_timeout(n: usize, rounds: usize, runtime: f64) -> Duration {
+    // Each round: runtime + process start and thread start/stop (slow under TCG).
+    Duration::from_secs_f64(n as f64 * rounds as f64 * (runtime + 3.0) + 60.0)
+}
+
+/// The built-in `bench` suite (usable from a matrix): the standard set,
+/// 3 interleaved rounds of 1 s each.
+pub fn suite_test(expect: Option<&str>) -> SuiteTest {
+    let mut args: Vec<String> = ["--set", "standard", "--rounds", "3", "--runtime", "1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if let Some(e) = expect {
+        args.push("--expect".into());
+        args.push(e.into());
+    }
+    SuiteTest {
+        name: "futex-bench".into(),
+        binary: suite::Binary::Builtin("futex-bench"),
+        args,
+        timeout: guest_timeout(12, 3, 1.0),
+    }
+}
+
+fn expect_for(a: &BenchArgs, k: &KernelSpec) -> Option<String> {
+    a.expect.clone().or_else(|| {
+        k.version()
+            .map(|v| guest_tests::expect::Expect::for_release(v).encode())
+    })
+}
+
+/// A cell/dir name component: no `/`, no spaces.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Runs the benchmark; returns the exit status (0 all measured or skipped,
+/// 1 something failed or is missing).
+pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
+    let mut topologies = Vec::new();
+    for t in &a.topologies {
+        topologies.push((
+            t.clone(),
+            Topology::parse_spec(t).map_err(|e| BenchError::Usage(e.to_string()))?,
+        ));
+    }
+    let mut kernels = Vec::new();
+    for k in &a.kernels {
+        kernels.push((
+            k.clone(),
+            KernelSpec::parse(k).map_err(|e| BenchError::Usage(e.to_string()))?,
+        ));
+    }
+    let qemu = host::find_qemu().map_err(infra)?;
+    let (accel, note) = host::choose_accel(a.accel, &host::probe_kvm()).map_err(infra)?;
+    if let Some(n) = note {
+        eprintln!("harness: {n}");
+    }
+    eprintln!("harness: building guest binaries");
+    let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build)
+        .await
+        .map_err(infra)?
+        .map_err(infra)?;
+
+    if let Some(dir) = &a.emit_bare {
+        let (label, kspec) = &kernels[0];
+        let image = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
+        let (_, topo) = &topologies[0];
+        let mut tests = vec![suite::topology_check(topo)];
+        tests.extend(
+            suite::builtin(&a.bare_suite, expect_for(&a, kspec).as_deref())
+                .map_err(|e| BenchError::Usage(e.to_string()))?,
+        );
+        bare::emit(dir, &image, topo, accel, &tests, &bins).map_err(infra)?;
+        eprintln!(
+            "harness: bare boot of {label} {} written to {}",
+            topologies[0].0,
+            dir.display()
+        );
+        return Ok(0);
+    }
+
+    let cancel = CancellationToken::new();
+    crate::signals::install(cancel.clone()).map_err(infra)?;
+    std::fs::create_dir_all(&a.out).map_err(|e| infra(format!("{}: {e}", a.out.display())))?;
+    let mut rows = Vec::new();
+    let mut baseline = a.baseline.clone();
+    let mut accels: Vec<String> = Vec::new();
+    let mut any_bad = false;
+    for (klabel, kspec) in &kernels {
+        let image = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
+        for (tlabel, topo) in &topologies {
+            let (mut args, names) = guest_args(&a, topo.nodes().len())?;
+            if baseline.is_none() {
+                baseline = names.first().cloned();
+            }
+            if let Some(e) = expect_for(&a, kspec) {
+                args.push("--expect".into());
+                args.push(e);
+            }
+            let bench_test = SuiteTest {
+                name: "futex-bench".into(),
+                binary: suite::Binary::Builtin("futex-bench"),
+                args,
+                timeout: guest_timeout(names.len(), a.rounds, a.runtime),
+            };
+            let name = format!("{}/{}/bench", sanitize(klabel), topo);
+            let spec = CellSpec {
+                out_dir: a.out.join(name.replace('/', "_")),
+                name,
+                kernel_label: klabel.clone(),
+                kernel_image: image.clone(),
+                topology_label: tlabel.clone(),
+                topology: topo.clone(),
+                suite_label: "bench".into(),
+                tests: vec![suite::topology_check(topo), bench_test],
+                accel,
+                cmdline_extra: vec![],
+                watchdog: None,
+                timeout_scale: 1.0,
+                boot_retries: 1,
+            };
+            eprintln!(
+                "harness: {}: {} configurations x {} rounds x {} s under {}",
+                spec.name,
+                names.len(),
+                a.rounds,
+                a.runtime,
+                accel.name()
+            );
+            let cell = crate::cell::run(&spec, &qemu, &bins, &cancel)
+                .await
+                .map_err(infra)?;
+            if !accels.contains(&cell.accel) {
+                accels.push(cell.accel.clone());
+            }
+            let ktap = String::from_utf8_lossy(
+                &std::fs::read(spec.out_dir.join("results.ktap")).unwrap_or_default(),
+            )
+            .into_owned();
+            let cell_rows = report::rows_from_ktap(klabel, tlabel, &names, &ktap);
+            let cases = crate::verdict::cases(&cell);
+            let failed = crate::verdict::counts(&cases).fail;
+            eprintln!(
+                "harness: {}: {} in {:.1} s ({} failed cases; console {})",
+                cell.name,
+                crate::verdict::describe(&cell.end),
+                cell.duration.as_secs_f64(),
+                failed,
+                spec.out_dir.join("console.log").display()
+            );
+            any_bad |= failed > 0
+                || cell_rows
+                    .iter()
+                    .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
+            rows.extend(cell_rows);
+            if cancel.is_cancelled() {
+                break;
+            }
+        }
+        if cancel.is_cancelled() {
+            break;
+        }
+    }
+    let baseline = baseline.unwrap_or_default();
+    report::apply_ratios(&mut rows, &baseline);
+    let accel_s = accels.join("+");
+    let rep = Report {
+        meta: Meta {
+            note: Meta::note_for(&accel_s),
+            accel: accel_s,
+            qemu: qemu.version.to_string(),
+            baseline,
+            rounds: a.rounds,
+            runtime_s: a.runtime,
+            host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        },
+        rows,
+    };
+    let write = |name: &str, text: String| -> Result<PathBuf, BenchError> {
+        let p = a.out.join(name);
+        std::fs::write(&p, text).map_err(|e| infra(format!("{}: {e}", p.display())))?;
+        Ok(p)
+    };
+    print!("{}", report::table(&rep));
+    let csv = write("bench.csv", report::csv(&rep))?;
+    let json = write("bench.json", report::json(&rep))?;
+    let svg = a.out.join("bench.svg");
+    plot::write(&rep, &svg).map_err(infra)?;
+    println!(
+        "CSV {}  JSON {}  plot {}",
+        csv.display(),
+        json.display(),
+        svg.display()
+    );
+    if cancel.is_cancelled() {
+        return Ok(130);
+    }
+    Ok(u8::from(any_bad))
+}
+
+/// A bootable image for the spec (the one resolver of `kernelspec`).
+async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> Result<PathBuf, BenchError> {
+    let k = k.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::kernelspec::resolve(&k, mirror.as_deref(), &mut |_| {})
+            .map(|r| r.path)
+            .map_err(infra)
+    })
+    .await
+    .map_err(infra)?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: BenchArgs,
+    }
+
+    fn args(extra: &[&str]) -> BenchArgs {
+        let mut v = vec!["t", "--kernel", "debian:7.3.4"];
+        v.extend_from_slice(extra);
+        T::parse_from(v).a
+    }
+
+    #[test]
+    fn default_set_is_standard_with_numa_on_two_nodes() {
+        let (argv, names) = guest_args(&args(&[]), 2).unwrap();
+        assert_eq!(names[0], "global");
+        assert!(names.contains(&"numa-own".to_string()));
+        assert!(!guest_args(&args(&[]), 1)
+            .unwrap()
+            .1
+            .contains(&"numa-own".to_string()));
+        assert_eq!(&argv[..4], ["--rounds", "3", "--runtime", "1"]);
+        assert!(argv.contains(&"--config".to_string()));
+    }
+
+    #[test]
+    fn configs_and_knobs_reach_the_guest() {
+        let (argv, names) = guest_args(
+            &args(&[
+                "--config",
+                "g:buckets=0",
+                "--config",
+                "b:b=16",
+                "--threads",
+                "3",
+                "--futexes",
+                "64",
+            ]),
+            2,
+        )
+        .unwrap();
+        assert_eq!(names, ["g", "b"]);
+        assert!(argv
+            .iter()
+            .any(|s| s.starts_with("g:mode=hash,threads=3,futexes=64,buckets=0")));
+        let e = guest_args(&args(&["--config", "g", "--config", "g"]), 1).unwrap_err();
+        assert!(e.to_string().contains("twice"));
+        let e = guest_args(&args(&["--set", "nope"]), 1).unwrap_err();
+        assert!(e.to_string().contains("standard, seed, numa"));
+        assert!(guest_args(&args(&["--rounds", "0"]), 1).is_err());
+    }
+
+    #[test]
+    fn bench_suite_runs_futex_bench_with_expectations() {
+        let s = crate::suite::builtin("bench", Some("immutable=1")).unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].binary, suite::Binary::Builtin("futex-bench"));
+        assert!(s[0]
+            .args
+            .ends_with(&["--expect".to_string(), "immutable=1".to_string()]));
+        assert!(s[0]
+            .args
+            .starts_with(&["--set".to_string(), "standard".to_string()]));
+    }
+
+    #[test]
+    fn timeout_grows_with_work() {
+        assert_eq!(guest_timeout(2, 3, 1.0), Duration::from_secs(84));
+    }
+}
