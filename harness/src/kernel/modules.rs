@@ -219,6 +219,20 @@ pub fn parse_builtin(text: &str) -> BTreeSet<String> {
     text.lines().filter_map(|l| module_name(l.trim())).collect()
 }
 
+/// A module's direct dependencies (`None`: no such module).
+pub type DepsFn<'a> = dyn FnMut(&str) -> Result<Option<Vec<String>>, ModulesError> + 'a;
+
+/// Modules resolved for loading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// Load order: (name, decompressed `.ko`).
+    pub files: Vec<(String, Vec<u8>)>,
+    /// Wanted modules (or dependencies) built into the kernel.
+    pub builtin: Vec<String>,
+    /// Compression of the module files in the package.
+    pub compression: String,
+}
+
 /// Load order for `wanted`: depth-first, dependencies before dependents,
 /// each module once; built-in modules are skipped (they are always
 /// there). `deps` gives a module's direct dependencies (`None`: no such
@@ -226,12 +240,12 @@ pub fn parse_builtin(text: &str) -> BTreeSet<String> {
 pub fn load_order(
     wanted: &[&str],
     builtin: &BTreeSet<String>,
-    deps: &mut dyn FnMut(&str) -> Result<Option<Vec<String>>, ModulesError>,
+    deps: &mut DepsFn,
 ) -> Result<(Vec<String>, Vec<String>), ModulesError> {
     fn visit(
         m: &str,
         builtin: &BTreeSet<String>,
-        deps: &mut dyn FnMut(&str) -> Result<Option<Vec<String>>, ModulesError>,
+        deps: &mut DepsFn,
         stack: &mut Vec<String>,
         order: &mut Vec<String>,
         found_builtin: &mut Vec<String>,
@@ -357,10 +371,7 @@ pub fn read_package(deb: &Path, abi: &str) -> Result<PackageModules, ModulesErro
 
 /// Resolves `wanted` against a package's modules: the load order with the
 /// decompressed bytes, the built-in ones, and the compression seen.
-pub fn resolve(
-    pkg: &PackageModules,
-    wanted: &[&str],
-) -> Result<(Vec<(String, Vec<u8>)>, Vec<String>, String), ModulesError> {
+pub fn resolve(pkg: &PackageModules, wanted: &[&str]) -> Result<Resolved, ModulesError> {
     let builtin = pkg
         .modules_builtin
         .as_deref()
@@ -397,7 +408,11 @@ pub fn resolve(
             (m, data)
         })
         .collect();
-    Ok((files, found_builtin, compression))
+    Ok(Resolved {
+        files,
+        builtin: found_builtin,
+        compression,
+    })
 }
 
 /// The packages that may hold `abi`'s modules, smallest first: 7.x
@@ -467,7 +482,12 @@ pub fn fetch_debian(
             Err(e) => return Err(e),
         }
     }
-    let Some((files, builtin, compression)) = resolved else {
+    let Some(Resolved {
+        files,
+        builtin,
+        compression,
+    }) = resolved
+    else {
         return Err(ModulesError::Missing {
             abi: abi.to_string(),
             module: last_missing.unwrap_or_else(|| wanted.join(",")),
@@ -543,7 +563,7 @@ mod tests {
         f.extend_from_slice(&modinfo);
         let shstr_off = f.len();
         f.extend_from_slice(shstr);
-        while f.len() % 8 != 0 {
+        while f.len() & 7 != 0 {
             f.push(0);
         }
         let shoff = f.len();
@@ -669,7 +689,11 @@ mod tests {
         let pkg = read_package(&deb, abi).unwrap();
         assert_eq!(pkg.files.len(), 3);
         assert!(pkg.modules_dep.is_none());
-        let (order, builtin, comp) = resolve(&pkg, VIRTIOFS_MODULES).unwrap();
+        let Resolved {
+            files: order,
+            builtin,
+            compression: comp,
+        } = resolve(&pkg, VIRTIOFS_MODULES).unwrap();
         let names: Vec<&str> = order.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["virtio_pci", "fuse", "virtiofs"]);
         assert_eq!(order[2].1, vfs, "decompressed on the host");
