@@ -15,6 +15,7 @@ pub mod ktap;
 pub mod procs;
 pub mod qemu;
 pub mod result;
+pub mod share;
 pub mod signals;
 pub mod suite;
 pub mod topology;

@@ -146,7 +146,7 @@ fn readonly(dir: Option<String>) -> i32 {
     }
     let mut k = Ktap::stdout(dirs.len() * 3);
     for d in &dirs {
-        let name = guest_tests::ktap::sanitize_name(d.trim_start_matches('/'));
+        let name = guest_tests::ktap::sanitize_name(&d.trim_start_matches('/').replace('/', "-"));
         let probe = std::path::Path::new(d).join(".harness-write-probe");
         let create = std::fs::File::create(&probe);
         k.result(
