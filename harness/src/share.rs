@@ -32,6 +32,10 @@ pub const ARTIFACTS_GUEST_PATH: &str = "/harness/artifacts";
 pub const ARTIFACTS_TAG: &str = "artifacts";
 /// Name of the artifacts directory in the cell's output directory.
 pub const ARTIFACTS_DIR: &str = "artifacts";
+/// Environment variable naming extra modules (comma-separated) to load in
+/// the guest with the virtiofs ones, for Debian kernels (a debugging knob;
+/// the VM tests use it to load a really modular module).
+pub const EXTRA_MODULES_ENV: &str = "HARNESS_GUEST_MODULES";
 /// Environment variable naming the virtiofsd binary.
 pub const VIRTIOFSD_ENV: &str = "HARNESS_VIRTIOFSD";
 /// How long a daemon gets to create its socket.
@@ -351,14 +355,11 @@ pub fn debian_support(mirror: Option<&str>, version: &str) -> KernelSupport {
         let cache = Cache::from_env().map_err(|e| e.to_string())?;
         let mirror = DebianMirror::discover(mirror).map_err(|e| e.to_string())?;
         let image = mirror.fetch(version, &cache).map_err(|e| e.to_string())?;
-        modules::fetch_debian(
-            &mirror,
-            &cache,
-            &image.abi,
-            &image.package,
-            modules::VIRTIOFS_MODULES,
-        )
-        .map_err(|e| e.to_string())
+        let extra = std::env::var(EXTRA_MODULES_ENV).unwrap_or_default();
+        let mut wanted: Vec<&str> = modules::VIRTIOFS_MODULES.to_vec();
+        wanted.extend(extra.split(',').map(str::trim).filter(|m| !m.is_empty()));
+        modules::fetch_debian(&mirror, &cache, &image.abi, &image.package, &wanted)
+            .map_err(|e| e.to_string())
     })();
     match r {
         Ok(m) => KernelSupport::Known(m),

@@ -330,6 +330,34 @@ fn without_virtiofsd_artifacts_fall_back_and_explicit_shares_fail() {
 }
 
 #[test]
+fn guest_init_loads_a_modular_module_decompressed_on_the_host() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let r = Run {
+        out: harness_cmd(dir.path(), &[])
+            .env("HARNESS_GUEST_MODULES", "cuse")
+            .output()
+            .unwrap(),
+    };
+    assert_eq!(r.out.status.code(), Some(0), "{}", r.text());
+    assert!(
+        r.text().contains("virtiofs: modules cuse (from "),
+        "{}",
+        r.text()
+    );
+    let console = std::fs::read(cell_dir(dir.path()).join("console.log")).unwrap();
+    let console = String::from_utf8_lossy(&console);
+    assert!(
+        console.contains("harness: module /harness/modules/cuse.ko loaded"),
+        "{console}"
+    );
+    assert!(console.contains("harness: share artifacts mounted on /harness/artifacts"));
+}
+
+#[test]
 fn sigkill_of_the_harness_leaves_no_virtiofsd() {
     if !enabled() {
         return;
