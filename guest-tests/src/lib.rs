@@ -8,6 +8,7 @@
 //! plan, so both ends are tested together.
 #![deny(missing_docs)]
 
+pub mod artifact;
 pub mod bench;
 pub mod cases;
 pub mod expect;

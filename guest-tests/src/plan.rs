@@ -53,13 +53,41 @@ impl GuestExit {
 pub const KMSG_MARKER: &str = "harness:";
 
 /// The whole plan.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunPlan {
     /// [`PLAN_VERSION`].
     pub version: u32,
     /// Binaries to run, in order; each is one top-level KTAP test.
     pub tests: Vec<PlannedTest>,
+    /// Kernel modules (guest paths of uncompressed `.ko` files) to load
+    /// before the shares are mounted, in this order (dependencies first).
+    /// Optional: plans without it decode as before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub modules: Vec<String>,
+    /// virtiofs shares to mount before the tests run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<PlannedShare>,
+}
+
+/// Where guest-init finds the kernel modules of [`RunPlan::modules`].
+pub const MODULE_DIR: &str = "/harness/modules";
+
+/// One virtiofs share for guest-init to mount (`mount -t virtiofs TAG PATH`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedShare {
+    /// The device's tag (`-device vhost-user-fs-pci,tag=...`).
+    pub tag: String,
+    /// Absolute mount point (created).
+    pub path: String,
+    /// Mount read-only (`MS_RDONLY`; the daemon refuses writes too).
+    #[serde(default)]
+    pub read_only: bool,
+    /// A failure to mount ends the run as an init error; otherwise it is
+    /// logged and the tests run without the share.
+    #[serde(default)]
+    pub required: bool,
 }
 
 /// One binary to run as one top-level KTAP test.
@@ -115,8 +143,34 @@ mod tests {
                 timeout_ms: 30_000,
                 max_output_bytes: 1 << 20,
             }],
+            modules: vec![],
+            shares: vec![],
         };
         assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);
+        // Without modules and shares the encoding is the old one.
+        assert!(!String::from_utf8(plan.encode()).unwrap().contains("shares"));
+    }
+
+    #[test]
+    fn modules_and_shares_are_optional_and_round_trip() {
+        let old = RunPlan::decode(br#"{"version":1,"tests":[]}"#).unwrap();
+        assert!(old.modules.is_empty() && old.shares.is_empty());
+        let plan = RunPlan {
+            version: PLAN_VERSION,
+            tests: vec![],
+            modules: vec!["/harness/modules/fuse.ko".into()],
+            shares: vec![PlannedShare {
+                tag: "artifacts".into(),
+                path: "/harness/artifacts".into(),
+                read_only: false,
+                required: true,
+            }],
+        };
+        assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);
+        let minimal =
+            RunPlan::decode(br#"{"version":1,"tests":[],"shares":[{"tag":"t","path":"/mnt"}]}"#)
+                .unwrap();
+        assert!(!minimal.shares[0].read_only && !minimal.shares[0].required);
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub enum CellError {
     /// VM setup.
     #[error(transparent)]
     Vm(#[from] VmError),
+    /// virtiofs shares.
+    #[error(transparent)]
+    Share(#[from] crate::share::ShareError),
     /// Temp or output directory.
     #[error("cannot create {path}: {source}")]
     Dir {
@@ -99,6 +102,19 @@ pub async fn run(
     bins: &GuestBins,
     cancel: &CancellationToken,
 ) -> Result<CellResult, CellError> {
+    run_with_shares(spec, &crate::share::ShareSetup::none(), qemu, bins, cancel).await
+}
+
+/// [`run`] with virtiofs shares (see [`crate::share`]): one daemon per
+/// share and boot attempt, stopped with the VM; artifacts land in
+/// `<out_dir>/artifacts` and are listed as attachments in the notes.
+pub async fn run_with_shares(
+    spec: &CellSpec,
+    shares: &crate::share::ShareSetup,
+    qemu: &Qemu,
+    bins: &GuestBins,
+    cancel: &CancellationToken,
+) -> Result<CellResult, CellError> {
     let started = SystemTime::now();
     std::fs::create_dir_all(&spec.out_dir).map_err(|source| CellError::Dir {
         path: spec.out_dir.clone(),
@@ -111,21 +127,31 @@ pub async fn run(
             path: std::env::temp_dir(),
             source,
         })?;
-    let (plan, files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
+    let (mut plan, mut files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
+    let cell_shares =
+        crate::share::CellShares::prepare(shares, &spec.out_dir, &mut plan, &mut files)?;
     let initrd = tmp.path().join("initramfs.cpio");
-    Layout::guest(
+    let mut layout = Layout::guest(
         &bins.path("guest-init").map_err(SuiteError::from)?,
         plan.encode(),
         &files,
-    )
-    .write_file(&initrd)?;
+    );
+    if !cell_shares.initramfs_files.is_empty() {
+        layout.push(guest_tests::plan::MODULE_DIR, crate::initramfs::Node::Dir);
+    }
+    for (guest, host) in &cell_shares.initramfs_files {
+        layout.push(guest, crate::initramfs::Node::HostFile(host.clone(), 0o644));
+    }
+    layout.write_file(&initrd)?;
 
     let mut accel = spec.accel;
-    let mut notes = Vec::new();
+    let mut notes = cell_shares.notes.clone();
     let mut attempt = 0u32;
     let mut boot_retries_left = spec.boot_retries;
     let out = loop {
         attempt += 1;
+        let daemons =
+            crate::share::Daemons::start(&cell_shares, tmp.path(), attempt, &spec.out_dir).await?;
         let vm_spec = VmSpec {
             accel,
             topology: spec.topology.clone(),
@@ -135,6 +161,7 @@ pub async fn run(
             console_socket: tmp.path().join(format!("console-{attempt}.sock")),
             results_socket: tmp.path().join(format!("results-{attempt}.sock")),
             qmp_socket: tmp.path().join(format!("qmp-{attempt}.sock")),
+            shares: daemons.devices(),
         };
         let argv_line = crate::qemu::argv(&vm_spec)
             .iter()
@@ -155,7 +182,9 @@ pub async fn run(
             results_log: spec.out_dir.join("results.ktap"),
             limits: Limits::default(),
         };
-        let out = crate::vm::run(&req, cancel).await?;
+        let out = crate::vm::run(&req, cancel).await;
+        daemons.stop().await;
+        let out = out?;
         let kvm_failed = accel == Accel::Kvm
             && matches!(out.end, VmEnd::QemuExited { .. })
             && crate::host::is_kvm_failure(&out.qemu_stderr);
@@ -191,6 +220,7 @@ pub async fn run(
     if out.qmp_panicked {
         notes.push("QMP reported GUEST_PANICKED".into());
     }
+    notes.extend(cell_shares.finish(&out.console));
     Ok(CellResult {
         name: spec.name.clone(),
         kernel: spec.kernel_label.clone(),

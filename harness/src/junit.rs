@@ -133,10 +133,16 @@ fn suite(cell: &CellResult) -> TestSuite {
     suite
 }
 
-/// What a human needs beside the cases: KTAP problems and stray
-/// diagnostics, and for a failing cell the end of the console.
+/// What a human needs beside the cases: the cell's artifacts as
+/// `[[ATTACHMENT|path]]` lines (the convention Jenkins and GitLab read),
+/// KTAP problems and stray diagnostics, and for a failing cell the end of
+/// the console.
 fn system_out(cell: &CellResult, failed: bool) -> String {
     let mut out = String::new();
+    for note in cell.notes.iter().filter(|n| n.starts_with("[[ATTACHMENT|")) {
+        out.push_str(note);
+        out.push('\n');
+    }
     let mut section = |title: &str, lines: &mut dyn Iterator<Item = &str>| {
         let mut lines = lines.peekable();
         if lines.peek().is_none() {

@@ -18,6 +18,7 @@ pub mod matrix;
 pub mod procs;
 pub mod qemu;
 pub mod result;
+pub mod share;
 pub mod signals;
 pub mod suite;
 pub mod topology;

@@ -141,6 +141,16 @@ struct RunArgs {
     /// else the machine's apt configuration).
     #[arg(long, value_name = "URL")]
     debian_mirror: Option<String>,
+    /// Share a host directory with the guest over virtiofs (repeatable):
+    /// `HOST_DIR[:GUEST_PATH[:ro]]`, default guest path `/mnt/<name>`. A
+    /// `--guest-bin` inside a share runs from there, unpacked.
+    #[arg(long = "share", value_name = "HOST_DIR[:GUEST_PATH[:ro]]")]
+    shares: Vec<String>,
+    /// No per-cell artifacts share (`<out>/<cell>/artifacts`, guest
+    /// `/harness/artifacts`, `$HARNESS_ARTIFACTS`), which is on by default
+    /// when virtiofs works.
+    #[arg(long)]
+    no_artifacts: bool,
 }
 
 fn main() -> ExitCode {
@@ -191,6 +201,10 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
                 Some(harness::bench::BenchError::Usage(_))
             )
             || matches!(
+                c.downcast_ref::<harness::share::ShareError>(),
+                Some(harness::share::ShareError::BadSpec { .. })
+            )
+            || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
                 Some(
                     harness::suite::SuiteError::Unknown { .. }
@@ -208,6 +222,11 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
 async fn run(args: RunArgs) -> anyhow::Result<u8> {
     let topology = Topology::parse_spec(&args.topology)?;
     let kernel = KernelSpec::parse(&args.kernel)?;
+    let explicit_shares = args
+        .shares
+        .iter()
+        .map(|s| harness::share::ShareSpec::parse(s).and_then(|s| s.resolve()))
+        .collect::<Result<Vec<_>, _>>()?;
     let qemu = host::find_qemu()?;
     let (accel, note) = host::choose_accel(args.accel, &host::probe_kvm())?;
     if let Some(n) = note {
@@ -259,6 +278,8 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     eprintln!("harness: building guest binaries");
     let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build).await??;
 
+    let shares = share_setup(&args, &kernel, explicit_shares).await?;
+
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone()).context("installing signal handlers")?;
     let name = format!("{}/{}/{}", sanitize(&args.kernel), topology, args.suite);
@@ -287,7 +308,7 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
         accel.name(),
         qemu.version
     );
-    let cell = harness::cell::run(&spec, &qemu, &bins, &cancel).await?;
+    let cell = harness::cell::run_with_shares(&spec, &shares, &qemu, &bins, &cancel).await?;
     let junit_path = args
         .junit
         .clone()
@@ -401,6 +422,39 @@ async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// The run's virtiofs shares: `--share`s, and the artifacts share unless
+/// `--no-artifacts`; falls back to the initramfs alone (with a note) where
+/// virtiofs cannot work, unless shares were asked for (then an error).
+async fn share_setup(
+    args: &RunArgs,
+    kernel: &KernelSpec,
+    explicit: Vec<harness::share::ShareSpec>,
+) -> anyhow::Result<harness::share::ShareSetup> {
+    use harness::share::{self, KernelSupport};
+    let artifacts = !args.no_artifacts;
+    if !artifacts && explicit.is_empty() {
+        return Ok(share::ShareSetup::none());
+    }
+    let daemon = share::find_virtiofsd();
+    let support = match (&daemon, kernel) {
+        (Err(_), _) => None,
+        (Ok(_), KernelSpec::Debian(v)) => {
+            let (mirror, v) = (args.debian_mirror.clone(), v.clone());
+            Some(
+                tokio::task::spawn_blocking(move || share::debian_support(mirror.as_deref(), &v))
+                    .await?,
+            )
+        }
+        #[allow(unreachable_patterns)]
+        (Ok(_), _) => Some(KernelSupport::AssumedBuiltIn),
+    };
+    let setup = share::decide(explicit, artifacts, daemon, support)?;
+    for n in &setup.notes {
+        eprintln!("harness: {n}");
+    }
+    Ok(setup)
 }
 
 /// A cell name component: no `/`, no spaces.

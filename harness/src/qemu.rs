@@ -44,6 +44,18 @@ pub struct VmSpec {
     pub results_socket: PathBuf,
     /// Unix socket (harness listens) for QMP.
     pub qmp_socket: PathBuf,
+    /// virtiofs devices (vhost-user, one daemon each); when there are any,
+    /// guest RAM is shared memory (`memory-backend-memfd,share=on`).
+    pub shares: Vec<FsDevice>,
+}
+
+/// One `vhost-user-fs-pci` device backed by a virtiofsd socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsDevice {
+    /// The tag the guest mounts (`mount -t virtiofs TAG ...`).
+    pub tag: String,
+    /// virtiofsd's vhost-user socket (the daemon listens, QEMU connects).
+    pub socket: PathBuf,
 }
 
 /// The kernel command line: console on ttyS0, panic reboots at once (QEMU
@@ -106,11 +118,26 @@ pub fn smp_mem_args(t: &Topology) -> Vec<OsString> {
 /// One memory backend per node with memory, `-numa node` per node (CPU
 /// ranges, memdev), and `-numa dist` for every ordered pair when declared.
 pub fn numa_args(t: &Topology) -> Vec<OsString> {
+    numa_args_shared(t, false)
+}
+
+/// [`numa_args`], with every node's RAM in shared memory when `shared`
+/// (vhost-user devices such as virtiofs need the daemon to map all guest
+/// RAM: `memory-backend-memfd,share=on` instead of `memory-backend-ram`).
+pub fn numa_args_shared(t: &Topology, shared: bool) -> Vec<OsString> {
     let mut a: Vec<OsString> = Vec::new();
     for (i, n) in t.nodes().iter().enumerate() {
         if n.mem_mib > 0 {
             a.push("-object".into());
-            a.push(format!("memory-backend-ram,id=mem{i},size={}M", n.mem_mib).into());
+            a.push(if shared {
+                format!(
+                    "memory-backend-memfd,id=mem{i},size={}M,share=on",
+                    n.mem_mib
+                )
+                .into()
+            } else {
+                format!("memory-backend-ram,id=mem{i},size={}M", n.mem_mib).into()
+            });
         }
     }
     for (i, n) in t.nodes().iter().enumerate() {
@@ -192,13 +219,27 @@ pub fn device_args() -> Vec<OsString> {
     ])
 }
 
+/// One vhost-user-fs device per share: `-chardev socket,id=vfsN,path=SOCK
+/// -device vhost-user-fs-pci,chardev=vfsN,tag=TAG`. (No `--tag` on the
+/// daemon: QEMU 7.1-8.0 crash on the config feature it enables.)
+pub fn share_args(shares: &[FsDevice]) -> Vec<OsString> {
+    let mut a: Vec<OsString> = Vec::new();
+    for (i, s) in shares.iter().enumerate() {
+        a.push("-chardev".into());
+        a.push(socket_chardev(&format!("vfs{i}"), &s.socket));
+        a.push("-device".into());
+        a.push(format!("vhost-user-fs-pci,chardev=vfs{i},tag={}", s.tag).into());
+    }
+    a
+}
+
 /// The whole argv (without the program name).
 pub fn argv(spec: &VmSpec) -> Vec<OsString> {
     [
         base_args(),
         accel_args(spec.accel),
         smp_mem_args(&spec.topology),
-        numa_args(&spec.topology),
+        numa_args_shared(&spec.topology, !spec.shares.is_empty()),
         kernel_args(
             &spec.kernel,
             &spec.initrd,
@@ -207,6 +248,7 @@ pub fn argv(spec: &VmSpec) -> Vec<OsString> {
         serial_args(&spec.console_socket, &spec.results_socket),
         qmp_args(&spec.qmp_socket),
         device_args(),
+        share_args(&spec.shares),
     ]
     .concat()
 }
@@ -226,6 +268,7 @@ mod tests {
             console_socket: "/c/console.sock".into(),
             results_socket: "/c/results.sock".into(),
             qmp_socket: "/c/qmp.sock".into(),
+            shares: vec![],
         }
     }
 
@@ -270,6 +313,42 @@ mod tests {
             line(&smp_mem_args(&t)),
             "-smp 4,sockets=4,cores=1,threads=1 -m 768M"
         );
+    }
+
+    #[test]
+    fn shares_add_devices_and_share_all_guest_ram() {
+        let t = Topology::parse_spec("nodes=2,cpus=1,mem=256M").unwrap();
+        let mut s = spec(t, Accel::Tcg);
+        s.shares = vec![
+            FsDevice {
+                tag: "artifacts".into(),
+                socket: "/c/vfs-artifacts.sock".into(),
+            },
+            FsDevice {
+                tag: "share0".into(),
+                socket: "/c/vfs-share0.sock".into(),
+            },
+        ];
+        let l = line(&argv(&s));
+        assert!(
+            l.contains(
+                "-object memory-backend-memfd,id=mem0,size=256M,share=on \
+                 -object memory-backend-memfd,id=mem1,size=256M,share=on -numa node,nodeid=0"
+            ),
+            "{l}"
+        );
+        assert!(!l.contains("memory-backend-ram"), "{l}");
+        assert!(
+            l.ends_with(
+                "-device pvpanic \
+                 -chardev socket,id=vfs0,path=/c/vfs-artifacts.sock \
+                 -device vhost-user-fs-pci,chardev=vfs0,tag=artifacts \
+                 -chardev socket,id=vfs1,path=/c/vfs-share0.sock \
+                 -device vhost-user-fs-pci,chardev=vfs1,tag=share0"
+            ),
+            "{l}"
+        );
+        assert!(share_args(&[]).is_empty());
     }
 
     #[test]

@@ -224,6 +224,7 @@ pub fn plan(
         RunPlan {
             version: PLAN_VERSION,
             tests: planned,
+            ..RunPlan::default()
         },
         files,
     ))

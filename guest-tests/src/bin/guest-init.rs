@@ -80,6 +80,13 @@ fn run(log: &mut Log, port: &mut Option<ResultsPort>) -> Result<GuestExit, Strin
         }
     };
     log.line(&format!("run plan: {} test(s)", plan.tests.len()));
+    // Kernel modules and virtiofs shares (optional plan fields).
+    if let Err(e) = guest_tests::init::modules::setup(&plan, &mut |l| log.line(l)) {
+        for line in report::init_error_doc(&e) {
+            results.write_line(&line)?;
+        }
+        return Ok(GuestExit::InitError);
+    }
 
     let opts = Options {
         path_env: BIN_DIR.to_string(),

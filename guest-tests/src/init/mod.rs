@@ -8,8 +8,11 @@
 //!
 //! Architecture invariant: nothing in this module mounts, reboots, touches
 //! I/O ports or reaps processes it did not start (unless asked to through
-//! [`runner::Options::reap_orphans`]).
+//! [`runner::Options::reap_orphans`]); the one exception is [`modules`]
+//! (kernel modules and virtiofs mounts of the plan), which only guest-init
+//! calls.
 
 pub mod lines;
+pub mod modules;
 pub mod report;
 pub mod runner;

@@ -698,6 +698,7 @@ mod tests {
                 sh("one", "echo 'KTAP version 1'; echo 1..0"),
                 sh("two#x", "exit 1"),
             ],
+            ..RunPlan::default()
         };
         let (mut out, mut kmsg) = (Vec::new(), Vec::new());
         let runs = run_plan(&plan, &Options::default(), &mut out, &mut kmsg).unwrap();

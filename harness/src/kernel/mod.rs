@@ -4,3 +4,4 @@ pub mod apt;
 pub mod cache;
 pub mod deb;
 pub mod debian;
+pub mod modules;
