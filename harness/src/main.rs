@@ -128,7 +128,7 @@ struct RunArgs {
     expect: Option<String>,
     /// Boot again this many times when the guest dies before guest-init
     /// reports anything (a boot crash is not a test result).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = harness::cell::DEFAULT_BOOT_RETRIES)]
     boot_retries: u32,
     /// Kernel source for the kselftest-* suites: `debian:X.Y` or a pristine
     /// kernel tree (default: Debian's linux-source of the kernel's series).

@@ -265,7 +265,7 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
                 cmdline_extra: vec![],
                 watchdog: None,
                 timeout_scale: 1.0,
-                boot_retries: 1,
+                boot_retries: crate::cell::DEFAULT_BOOT_RETRIES,
             };
             eprintln!(
                 "harness: {}: {} configurations x {} rounds x {} s under {}",

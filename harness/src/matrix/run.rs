@@ -372,7 +372,7 @@ pub async fn run(
                 cmdline_extra: cell.cmdline.clone(),
                 watchdog: None,
                 timeout_scale: cell.timeout_scale,
-                boot_retries: 1,
+                boot_retries: crate::cell::DEFAULT_BOOT_RETRIES,
                 out_dir: cell_dir(&opts.out_dir, &cell.name),
             };
             let p = Prepared {
