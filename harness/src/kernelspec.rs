@@ -1,4 +1,5 @@
-//! Kernel specs as users write them: `debian:<version>` or `path:<bzImage>`.
+//! Kernel specs as users write them: `debian:<version>`, `path:<bzImage>`
+//! or `source:<name>` (built from `kernels/<name>.yaml`).
 
 use std::path::PathBuf;
 
@@ -9,13 +10,15 @@ pub enum KernelSpec {
     Debian(String),
     /// A local bzImage.
     Path(PathBuf),
+    /// Built from source by the definition `kernels/<name>.yaml`.
+    Source(String),
 }
 
 /// Errors in a kernel spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelSpecError {
     /// Not `kind:value`.
-    #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4) or path:<bzImage>")]
+    #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)")]
     Malformed(String),
     /// A `path:` that is not a file.
     #[error("kernel {spec:?}: {path} is not a file")]
@@ -33,6 +36,9 @@ impl KernelSpec {
         match s.split_once(':') {
             Some(("debian", v)) if !v.is_empty() && !v.contains('/') => {
                 Ok(KernelSpec::Debian(v.into()))
+            }
+            Some(("source", n)) if crate::kernel::definition::valid_name(n) => {
+                Ok(KernelSpec::Source(n.into()))
             }
             Some(("path", p)) if !p.is_empty() => {
                 let path = PathBuf::from(p);
@@ -53,7 +59,7 @@ impl KernelSpec {
     pub fn version(&self) -> Option<&str> {
         match self {
             KernelSpec::Debian(v) => Some(v),
-            KernelSpec::Path(_) => None,
+            KernelSpec::Path(_) | KernelSpec::Source(_) => None,
         }
     }
 }
@@ -69,6 +75,12 @@ mod tests {
             KernelSpec::Debian("7.3.4".into())
         );
         assert!(KernelSpec::parse("debian:").is_err());
+        assert_eq!(
+            KernelSpec::parse("source:7.3-immutable").unwrap(),
+            KernelSpec::Source("7.3-immutable".into())
+        );
+        assert!(KernelSpec::parse("source:../x").is_err());
+        assert!(KernelSpec::parse("source:").is_err());
         assert!(KernelSpec::parse("7.3.4")
             .unwrap_err()
             .to_string()

@@ -41,6 +41,48 @@ struct Cli {
 enum Command {
     /// Boot one kernel in one topology and run a suite.
     Run(RunArgs),
+    /// Kernels built from source (`kernels/<name>.yaml`).
+    #[command(subcommand)]
+    Kernel(KernelCmd),
+}
+
+#[derive(Subcommand)]
+enum KernelCmd {
+    /// List the definitions and their cached images (no network).
+    List,
+    /// Build definitions (a cache hit when nothing changed); prints each bzImage.
+    Build {
+        /// Definition names (`kernels/<name>.yaml`); default: all.
+        names: Vec<String>,
+        /// make -j (default: the number of CPUs).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Do not use ccache even when it is installed.
+        #[arg(long)]
+        no_ccache: bool,
+        /// Debian mirror for `debian:` bases (default: $HARNESS_DEBIAN_MIRROR, else apt's).
+        #[arg(long, value_name = "URL")]
+        debian_mirror: Option<String>,
+    },
+    /// Print the cached bzImage of a definition's current inputs (exit 1 if not built).
+    Path {
+        /// Definition name.
+        name: String,
+        /// Debian mirror for `debian:` bases.
+        #[arg(long, value_name = "URL")]
+        debian_mirror: Option<String>,
+    },
+    /// Remove work trees (source checkout + objects); with --images also cached images.
+    Clean {
+        /// Definition names.
+        names: Vec<String>,
+        /// Every definition that has something in the cache.
+        #[arg(long)]
+        all: bool,
+        /// Remove the cached images too.
+        #[arg(long)]
+        images: bool,
+    },
 }
 
 #[derive(clap::Args)]
@@ -109,6 +151,10 @@ fn main() -> ExitCode {
     let result = rt.block_on(async {
         match cli.command {
             Command::Run(args) => run(args).await,
+            Command::Kernel(cmd) => tokio::task::spawn_blocking(move || kernel_cmd(cmd))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r),
         }
     });
     match result {
@@ -125,6 +171,7 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
     let usage = e.chain().any(|c| {
         c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
+            || c.is::<harness::kernel::definition::DefinitionError>()
             || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
                 Some(
@@ -143,11 +190,14 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
 async fn run(args: RunArgs) -> anyhow::Result<u8> {
     let topology = Topology::parse_spec(&args.topology)?;
     let kernel = KernelSpec::parse(&args.kernel)?;
-    let expect = args.expect.clone().or_else(|| {
-        kernel
-            .version()
-            .map(|v| guest_tests::expect::Expect::for_release(v).encode())
-    });
+    let expect = match &kernel {
+        KernelSpec::Source(name) => Some(source_expect(name, args.expect.as_deref())?),
+        _ => args.expect.clone().or_else(|| {
+            kernel
+                .version()
+                .map(|v| guest_tests::expect::Expect::for_release(v).encode())
+        }),
+    };
     let mut tests: Vec<SuiteTest> = Vec::new();
     if !args.no_topology_check {
         tests.push(suite::topology_check(&topology));
@@ -257,6 +307,10 @@ async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> anyhow::Resul
     let version = match k {
         KernelSpec::Path(p) => return Ok(p.clone()),
         KernelSpec::Debian(v) => v.clone(),
+        KernelSpec::Source(name) => {
+            let name = name.clone();
+            return tokio::task::spawn_blocking(move || build_source(&name, mirror, false)).await?;
+        }
     };
     tokio::task::spawn_blocking(move || -> anyhow::Result<PathBuf> {
         use harness::kernel::{cache::Cache, debian::DebianMirror};
@@ -285,4 +339,201 @@ async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> anyhow::Resul
         Ok(image.path)
     })
     .await?
+}
+
+/// Expectations for a `source:` kernel: the defaults of the definition's
+/// `version`, its `expect:` line, then `--expect` over both.
+fn source_expect(name: &str, user: Option<&str>) -> anyhow::Result<String> {
+    use guest_tests::expect::Expect;
+    use harness::kernel::definition;
+    let def = definition::load(&definition::kernels_dir()?, name)?;
+    let mut e = def
+        .version
+        .as_deref()
+        .map(Expect::for_release)
+        .unwrap_or_else(Expect::for_running_kernel)
+        .encode();
+    for extra in [def.expect.as_deref(), user].into_iter().flatten() {
+        e = Expect::parse(&format!("{e},{extra}"))
+            .map_err(|m| anyhow::anyhow!("expectations for source:{name}: {m}"))?
+            .encode();
+    }
+    Ok(e)
+}
+
+fn debian_mirror_fn(
+    mirror: Option<String>,
+) -> impl Fn() -> Result<harness::kernel::debian::DebianMirror, harness::kernel::debian::DebianError>
+{
+    move || harness::kernel::debian::DebianMirror::discover(mirror.as_deref())
+}
+
+/// Builds (or finds in the cache) the definition `name`; returns its bzImage.
+fn build_source(name: &str, mirror: Option<String>, no_ccache: bool) -> anyhow::Result<PathBuf> {
+    use harness::kernel::{build, cache::Cache, definition};
+    let def = definition::load(&definition::kernels_dir()?, name)?;
+    let cache = Cache::from_env()?;
+    let mut opts = build::BuildOptions::default();
+    if no_ccache {
+        opts.ccache = false;
+    }
+    let built = build::build(&def, &cache, &opts, &debian_mirror_fn(mirror), &|m| {
+        eprintln!("harness: {m}")
+    })?;
+    let image = built
+        .image
+        .ok_or_else(|| anyhow::anyhow!("kernel {name}: no image"))?;
+    eprintln!(
+        "harness: kernel source:{name} {} {} in {:.2} s: {}",
+        built.key,
+        if built.cache_hit {
+            "cache hit"
+        } else {
+            "built"
+        },
+        built.elapsed.as_secs_f64(),
+        image.display()
+    );
+    Ok(image)
+}
+
+fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
+    use harness::kernel::{build, cache::Cache, definition};
+    let dir = definition::kernels_dir()?;
+    let cache = Cache::from_env()?;
+    match cmd {
+        KernelCmd::List => {
+            for name in definition::list(&dir)? {
+                match definition::load(&dir, &name) {
+                    Ok(def) => {
+                        let base = match &def.base {
+                            definition::BaseSpec::Debian { package } => format!("debian {package}"),
+                            definition::BaseSpec::Local { path } => {
+                                format!("tree {}", path.display())
+                            }
+                            definition::BaseSpec::Git { url, rev } => format!("git {url} {rev}"),
+                        };
+                        println!("{name}: {}", def.description);
+                        println!(
+                            "    base {base}; {} patch(es); {} + {}; {} required option(s)",
+                            def.patches.len(),
+                            def.config_base.target(),
+                            def.fragments
+                                .iter()
+                                .map(|f| f.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(" + "),
+                            def.require.len()
+                        );
+                        for (key, img, _) in build::cached_images(&cache, &name) {
+                            println!("    built {key}: {}", img.display());
+                        }
+                    }
+                    Err(e) => println!("{name}: INVALID: {e}"),
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        KernelCmd::Build {
+            names,
+            jobs,
+            no_ccache,
+            debian_mirror,
+        } => {
+            let names = if names.is_empty() {
+                definition::list(&dir)?
+            } else {
+                names
+            };
+            for name in names {
+                let def = definition::load(&dir, &name)?;
+                let mut opts = build::BuildOptions::default();
+                if let Some(j) = jobs {
+                    opts.jobs = j.max(1);
+                }
+                if no_ccache {
+                    opts.ccache = false;
+                }
+                let built = build::build(
+                    &def,
+                    &cache,
+                    &opts,
+                    &debian_mirror_fn(debian_mirror.clone()),
+                    &|m| eprintln!("harness: {m}"),
+                )?;
+                let image = built
+                    .image
+                    .ok_or_else(|| anyhow::anyhow!("kernel {name}: no image"))?;
+                eprintln!(
+                    "harness: {name} {} {} in {:.2} s",
+                    built.key,
+                    if built.cache_hit {
+                        "cache hit"
+                    } else {
+                        "built"
+                    },
+                    built.elapsed.as_secs_f64()
+                );
+                println!("{}", image.display());
+            }
+            Ok(EXIT_OK)
+        }
+        KernelCmd::Path {
+            name,
+            debian_mirror,
+        } => {
+            let def = definition::load(&dir, &name)?;
+            let opts = build::BuildOptions {
+                no_build: true,
+                ..Default::default()
+            };
+            let built = build::build(
+                &def,
+                &cache,
+                &opts,
+                &debian_mirror_fn(debian_mirror),
+                &|m| eprintln!("harness: {m}"),
+            )?;
+            match built.image {
+                Some(p) => {
+                    println!("{}", p.display());
+                    Ok(EXIT_OK)
+                }
+                None => {
+                    eprintln!(
+                        "harness: {name} (key {}) is not built: run `harness kernel build {name}`",
+                        built.key
+                    );
+                    Ok(EXIT_TESTS_FAILED)
+                }
+            }
+        }
+        KernelCmd::Clean { names, all, images } => {
+            let names = if all {
+                let mut v: Vec<String> = ["kbuild/work", "kbuild/images"]
+                    .iter()
+                    .flat_map(|d| std::fs::read_dir(cache.path(d)).into_iter().flatten())
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| definition::valid_name(n))
+                    .collect();
+                v.sort();
+                v.dedup();
+                v
+            } else if names.is_empty() {
+                anyhow::bail!("kernel clean: name definitions or give --all");
+            } else {
+                names
+            };
+            for name in names {
+                if !definition::valid_name(&name) {
+                    return Err(definition::DefinitionError::BadName(name).into());
+                }
+                for p in build::clean(&cache, &name, images)? {
+                    println!("removed {}", p.display());
+                }
+            }
+            Ok(EXIT_OK)
+        }
+    }
 }

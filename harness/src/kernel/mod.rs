@@ -1,6 +1,11 @@
 //! Kernel images: where a bootable bzImage comes from.
 
 pub mod apt;
+pub mod build;
 pub mod cache;
+pub mod config;
 pub mod deb;
 pub mod debian;
+pub mod definition;
+pub mod patch;
+pub mod source;
