@@ -509,9 +509,24 @@ fn make(
         .args(args)
         .env("KBUILD_BUILD_USER", "harness")
         .env("KBUILD_BUILD_HOST", "futex-harness")
+        // Work trees of different definitions share ccache entries: paths
+        // under kbuild/work/ are rewritten relative to the object directory.
+        .env(
+            "CCACHE_BASEDIR",
+            obj.parent().and_then(Path::parent).unwrap_or(obj),
+        )
+        .env("CCACHE_NOHASHDIR", "true")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log.try_clone().map_err(io("dup", log_path))?);
+    // make dies with the harness (and takes its compilers along on SIGTERM).
+    // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
     let mut child = cmd.spawn().map_err(|source| SourceError::Spawn {
         what: "make".into(),
         source,
