@@ -376,12 +376,16 @@ fn real_73_guest_fragment_and_dropped_requirement() {
     })
     .unwrap();
     let work = tempfile::tempdir_in(cache.path("kbuild")).unwrap();
-    // The shipped definition configures cleanly: every requirement holds.
-    let (values, warnings) =
-        build::configure(&def, &base, work.path(), &|m| eprintln!("{m}")).unwrap();
-    assert!(warnings.is_empty(), "{warnings:?}");
-    for r in &def.require {
-        assert_eq!(values.get(&r.symbol), r.value, "{r}");
+    // Every shipped 7.3 definition applies its patches and configures
+    // cleanly: every requirement and every fragment line holds.
+    for name in ["7.3-immutable", "7.3-debug", "7.3"] {
+        let d = definition::load(&real_kernels_dir(), name).unwrap();
+        let (values, warnings) =
+            build::configure(&d, &base, work.path(), &|m| eprintln!("{m}")).unwrap();
+        assert!(warnings.is_empty(), "{name}: {warnings:?}");
+        for r in &d.require {
+            assert_eq!(values.get(&r.symbol), r.value, "{name}: {r}");
+        }
     }
     // Without PCI, ACPI NUMA is lost: the error names the option and why.
     let mut nopci = def.clone();
