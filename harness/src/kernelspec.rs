@@ -1,4 +1,5 @@
-//! Kernel specs as users write them: `debian:<version>` or `path:<bzImage>`.
+//! Kernel specs as users write them: `debian:<version>`, `path:<bzImage>`
+//! or `source:<name>` (built from `kernels/<name>.yaml`).
 
 use std::path::PathBuf;
 
@@ -9,13 +10,15 @@ pub enum KernelSpec {
     Debian(String),
     /// A local bzImage.
     Path(PathBuf),
+    /// Built from source by the definition `kernels/<name>.yaml`.
+    Source(String),
 }
 
 /// Errors in a kernel spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelSpecError {
     /// Not `kind:value`.
-    #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4) or path:<bzImage>")]
+    #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)")]
     Malformed(String),
     /// A `path:` that is not a file.
     #[error("kernel {spec:?}: {path} is not a file")]
@@ -33,6 +36,9 @@ impl KernelSpec {
         match s.split_once(':') {
             Some(("debian", v)) if !v.is_empty() && !v.contains('/') => {
                 Ok(KernelSpec::Debian(v.into()))
+            }
+            Some(("source", n)) if crate::kernel::definition::valid_name(n) => {
+                Ok(KernelSpec::Source(n.into()))
             }
             Some(("path", p)) if !p.is_empty() => {
                 let path = PathBuf::from(p);
@@ -53,7 +59,7 @@ impl KernelSpec {
     pub fn version(&self) -> Option<&str> {
         match self {
             KernelSpec::Debian(v) => Some(v),
-            KernelSpec::Path(_) => None,
+            KernelSpec::Path(_) | KernelSpec::Source(_) => None,
         }
     }
 }
@@ -69,6 +75,12 @@ mod tests {
             KernelSpec::Debian("7.3.4".into())
         );
         assert!(KernelSpec::parse("debian:").is_err());
+        assert_eq!(
+            KernelSpec::parse("source:7.3-immutable").unwrap(),
+            KernelSpec::Source("7.3-immutable".into())
+        );
+        assert!(KernelSpec::parse("source:../x").is_err());
+        assert!(KernelSpec::parse("source:").is_err());
         assert!(KernelSpec::parse("7.3.4")
             .unwrap_err()
             .to_string()
@@ -91,6 +103,9 @@ pub struct ResolvedKernel {
     pub version: Option<String>,
     /// One line for the terminal: package, suite, ABI.
     pub description: String,
+    /// Expectations the kernel's definition declares (`source:` kernels,
+    /// e.g. `immutable=1` for a patched kernel), over the version defaults.
+    pub expect: Option<String>,
 }
 
 /// Errors getting a kernel image.
@@ -102,22 +117,63 @@ pub enum ResolveError {
     /// Debian's archive.
     #[error(transparent)]
     Debian(#[from] crate::kernel::debian::DebianError),
+    /// A kernel definition (`kernels/<name>.yaml`).
+    #[error(transparent)]
+    Definition(#[from] crate::kernel::definition::DefinitionError),
+    /// Building a kernel from source.
+    #[error(transparent)]
+    Build(#[from] crate::kernel::build::BuildError),
+    /// The build produced no image.
+    #[error("kernel source:{0}: the build produced no image")]
+    NoImage(String),
 }
 
-/// Gets the image for a spec: a local file as is, or Debian's package
-/// (fetched, verified and cached). Blocking: call from a blocking thread.
+/// Gets the image for a spec: a local file as is, Debian's package
+/// (fetched, verified and cached), or a definition built from source (a
+/// cache hit when nothing changed). Blocking: call from a blocking thread.
 pub fn resolve(
     spec: &KernelSpec,
     mirror: Option<&str>,
     progress: &mut dyn FnMut(crate::kernel::debian::Progress),
 ) -> Result<ResolvedKernel, ResolveError> {
-    use crate::kernel::{cache::Cache, debian::DebianMirror};
+    use crate::kernel::{build, cache::Cache, debian::DebianMirror, definition};
     match spec {
         KernelSpec::Path(p) => Ok(ResolvedKernel {
             path: p.clone(),
             version: None,
             description: format!("local image {}", p.display()),
+            expect: None,
         }),
+        KernelSpec::Source(name) => {
+            let def = definition::load(&definition::kernels_dir()?, name)?;
+            let cache = Cache::from_env()?;
+            let mirror = mirror.map(String::from);
+            let built = build::build(
+                &def,
+                &cache,
+                &build::BuildOptions::default(),
+                &|| DebianMirror::discover(mirror.as_deref()),
+                &|m| eprintln!("harness: {m}"),
+            )?;
+            let path = built
+                .image
+                .ok_or_else(|| ResolveError::NoImage(name.clone()))?;
+            Ok(ResolvedKernel {
+                description: format!(
+                    "source:{name} {} ({} in {:.2} s)",
+                    built.key,
+                    if built.cache_hit {
+                        "cache hit"
+                    } else {
+                        "built"
+                    },
+                    built.elapsed.as_secs_f64()
+                ),
+                path,
+                version: def.version.clone(),
+                expect: def.expect.clone(),
+            })
+        }
         KernelSpec::Debian(v) => {
             let cache = Cache::from_env()?;
             let image = DebianMirror::discover(mirror)?.fetch_with_progress(v, &cache, progress)?;
@@ -125,6 +181,7 @@ pub fn resolve(
                 description: format!("{} ({}, {})", image.abi, image.package, image.suite),
                 path: image.path,
                 version: Some(image.version),
+                expect: None,
             })
         }
     }

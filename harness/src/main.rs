@@ -54,6 +54,9 @@ enum Command {
     Kselftest(KselftestCommand),
     /// Benchmark futex configurations across kernels and topologies (see docs/bench.md).
     Bench(harness::bench::BenchArgs),
+    /// Kernels built from source (`kernels/<name>.yaml`).
+    #[command(subcommand)]
+    Kernel(KernelCmd),
 }
 
 #[derive(Subcommand)]
@@ -84,6 +87,45 @@ enum KselftestCommand {
         /// Write the Markdown report here (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum KernelCmd {
+    /// List the definitions and their cached images (no network).
+    List,
+    /// Build definitions (a cache hit when nothing changed); prints each bzImage.
+    Build {
+        /// Definition names (`kernels/<name>.yaml`); default: all.
+        names: Vec<String>,
+        /// make -j (default: the number of CPUs).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Do not use ccache even when it is installed.
+        #[arg(long)]
+        no_ccache: bool,
+        /// Debian mirror for `debian:` bases (default: $HARNESS_DEBIAN_MIRROR, else apt's).
+        #[arg(long, value_name = "URL")]
+        debian_mirror: Option<String>,
+    },
+    /// Print the cached bzImage of a definition's current inputs (exit 1 if not built).
+    Path {
+        /// Definition name.
+        name: String,
+        /// Debian mirror for `debian:` bases.
+        #[arg(long, value_name = "URL")]
+        debian_mirror: Option<String>,
+    },
+    /// Remove work trees (source checkout + objects); with --images also cached images.
+    Clean {
+        /// Definition names.
+        names: Vec<String>,
+        /// Every definition that has something in the cache.
+        #[arg(long)]
+        all: bool,
+        /// Remove the cached images too.
+        #[arg(long)]
+        images: bool,
     },
 }
 
@@ -178,6 +220,10 @@ fn main() -> ExitCode {
             Command::Junit(JunitCommand::Merge(args)) => Ok(harness::matrix::cli::merge(args)?),
             Command::Kselftest(c) => kselftest(c).await,
             Command::Bench(args) => harness::bench::run(args).await.map_err(anyhow::Error::from),
+            Command::Kernel(cmd) => tokio::task::spawn_blocking(move || kernel_cmd(cmd))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r),
         }
     });
     match result {
@@ -232,13 +278,31 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(n) = note {
         eprintln!("harness: {n}");
     }
-    let (image, version) = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
-    // Expectations follow the resolved version (debian:6.18 -> 6.18.15).
-    let expect = args.expect.clone().or_else(|| {
-        version
-            .as_deref()
-            .map(|v| guest_tests::expect::Expect::for_release(v).encode())
-    });
+    let resolved = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
+    let (image, version) = (resolved.path.clone(), resolved.version.clone());
+    // Expectations: the resolved version's row of the ABI table (debian:6.18
+    // -> 6.18.15), then what the kernel's definition declares, then --expect.
+    let expect = {
+        use guest_tests::expect::Expect;
+        let base = version.as_deref().map(|v| Expect::for_release(v).encode());
+        let parts: Vec<&str> = [
+            base.as_deref(),
+            resolved.expect.as_deref(),
+            args.expect.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if parts.is_empty() {
+            None
+        } else {
+            Some(
+                Expect::parse(&parts.join(","))
+                    .map_err(|e| anyhow::anyhow!("--expect: {e}"))?
+                    .encode(),
+            )
+        }
+    };
     let mut tests: Vec<SuiteTest> = Vec::new();
     if !args.no_topology_check {
         tests.push(suite::topology_check(&topology));
@@ -475,28 +539,180 @@ fn sanitize(s: &str) -> String {
 async fn resolve_kernel(
     k: &KernelSpec,
     mirror: Option<String>,
-) -> anyhow::Result<(PathBuf, Option<String>)> {
+) -> anyhow::Result<harness::kernelspec::ResolvedKernel> {
     let k = k.clone();
-    tokio::task::spawn_blocking(move || -> anyhow::Result<(PathBuf, Option<String>)> {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {wide_bar} {eta}")
+    tokio::task::spawn_blocking(
+        move || -> anyhow::Result<harness::kernelspec::ResolvedKernel> {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} {bytes}/{total_bytes} {wide_bar} {eta}",
+                )
                 .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        let kernel = harness::kernelspec::resolve(&k, mirror.as_deref(), &mut |p| {
-            bar.set_message(p.what.to_string());
-            if let Some(t) = p.total {
-                bar.set_length(t);
-            }
-            bar.set_position(p.done);
-        })?;
-        bar.finish_and_clear();
-        eprintln!(
-            "harness: kernel {} at {}",
-            kernel.description,
-            kernel.path.display()
-        );
-        Ok((kernel.path, kernel.version))
-    })
+            );
+            let kernel = harness::kernelspec::resolve(&k, mirror.as_deref(), &mut |p| {
+                bar.set_message(p.what.to_string());
+                if let Some(t) = p.total {
+                    bar.set_length(t);
+                }
+                bar.set_position(p.done);
+            })?;
+            bar.finish_and_clear();
+            eprintln!(
+                "harness: kernel {} at {}",
+                kernel.description,
+                kernel.path.display()
+            );
+            Ok(kernel)
+        },
+    )
     .await?
+}
+
+fn debian_mirror_fn(
+    mirror: Option<String>,
+) -> impl Fn() -> Result<harness::kernel::debian::DebianMirror, harness::kernel::debian::DebianError>
+{
+    move || harness::kernel::debian::DebianMirror::discover(mirror.as_deref())
+}
+
+fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
+    use harness::kernel::{build, cache::Cache, definition};
+    let dir = definition::kernels_dir()?;
+    let cache = Cache::from_env()?;
+    match cmd {
+        KernelCmd::List => {
+            for name in definition::list(&dir)? {
+                match definition::load(&dir, &name) {
+                    Ok(def) => {
+                        let base = match &def.base {
+                            definition::BaseSpec::Debian { package } => format!("debian {package}"),
+                            definition::BaseSpec::Local { path } => {
+                                format!("tree {}", path.display())
+                            }
+                            definition::BaseSpec::Git { url, rev } => format!("git {url} {rev}"),
+                        };
+                        println!("{name}: {}", def.description);
+                        println!(
+                            "    base {base}; {} patch(es); {} + {}; {} required option(s)",
+                            def.patches.len(),
+                            def.config_base.target(),
+                            def.fragments
+                                .iter()
+                                .map(|f| f.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(" + "),
+                            def.require.len()
+                        );
+                        for (key, img, _) in build::cached_images(&cache, &name) {
+                            println!("    built {key}: {}", img.display());
+                        }
+                    }
+                    Err(e) => println!("{name}: INVALID: {e}"),
+                }
+            }
+            Ok(EXIT_OK)
+        }
+        KernelCmd::Build {
+            names,
+            jobs,
+            no_ccache,
+            debian_mirror,
+        } => {
+            let names = if names.is_empty() {
+                definition::list(&dir)?
+            } else {
+                names
+            };
+            for name in names {
+                let def = definition::load(&dir, &name)?;
+                let mut opts = build::BuildOptions::default();
+                if let Some(j) = jobs {
+                    opts.jobs = j.max(1);
+                }
+                if no_ccache {
+                    opts.ccache = false;
+                }
+                let built = build::build(
+                    &def,
+                    &cache,
+                    &opts,
+                    &debian_mirror_fn(debian_mirror.clone()),
+                    &|m| eprintln!("harness: {m}"),
+                )?;
+                let image = built
+                    .image
+                    .ok_or_else(|| anyhow::anyhow!("kernel {name}: no image"))?;
+                eprintln!(
+                    "harness: {name} {} {} in {:.2} s",
+                    built.key,
+                    if built.cache_hit {
+                        "cache hit"
+                    } else {
+                        "built"
+                    },
+                    built.elapsed.as_secs_f64()
+                );
+                println!("{}", image.display());
+            }
+            Ok(EXIT_OK)
+        }
+        KernelCmd::Path {
+            name,
+            debian_mirror,
+        } => {
+            let def = definition::load(&dir, &name)?;
+            let opts = build::BuildOptions {
+                no_build: true,
+                ..Default::default()
+            };
+            let built = build::build(
+                &def,
+                &cache,
+                &opts,
+                &debian_mirror_fn(debian_mirror),
+                &|m| eprintln!("harness: {m}"),
+            )?;
+            match built.image {
+                Some(p) => {
+                    println!("{}", p.display());
+                    Ok(EXIT_OK)
+                }
+                None => {
+                    eprintln!(
+                        "harness: {name} (key {}) is not built: run `harness kernel build {name}`",
+                        built.key
+                    );
+                    Ok(EXIT_TESTS_FAILED)
+                }
+            }
+        }
+        KernelCmd::Clean { names, all, images } => {
+            let names = if all {
+                let mut v: Vec<String> = ["kbuild/work", "kbuild/images"]
+                    .iter()
+                    .flat_map(|d| std::fs::read_dir(cache.path(d)).into_iter().flatten())
+                    .filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| definition::valid_name(n))
+                    .collect();
+                v.sort();
+                v.dedup();
+                v
+            } else if names.is_empty() {
+                anyhow::bail!("kernel clean: name definitions or give --all");
+            } else {
+                names
+            };
+            for name in names {
+                if !definition::valid_name(&name) {
+                    return Err(definition::DefinitionError::BadName(name).into());
+                }
+                for p in build::clean(&cache, &name, images)? {
+                    println!("removed {}", p.display());
+                }
+            }
+            Ok(EXIT_OK)
+        }
+    }
 }

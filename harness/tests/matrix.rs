@@ -69,7 +69,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         // Validation errors (after parsing), placed at the entry or field.
         (
             "kernels:\n  - name: a\n    spec: debain:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
-            "m.yaml:3:5: kernel \"a\": kernel \"debain:7.3\": expected debian:<version> (e.g. debian:7.3.4) or path:<bzImage>",
+            "m.yaml:3:5: kernel \"a\": kernel \"debain:7.3\": expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\n  - name: a\n    spec: debian:7.2\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
@@ -382,7 +382,10 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
             "debian-6.17",
             "debian-6.18",
             "debian-7.0",
-            "debian-7.3"
+            "debian-7.3",
+            "source-7.3",
+            "source-7.3-immutable",
+            "source-7.3-debug"
         ]
     );
     assert_eq!(m.topologies.len(), 5);
@@ -393,7 +396,13 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
         .any(|t| t.topology.distances().is_some()));
     // Every kernel x the 4 small topologies x {smoke, futex}, plus 7.3 on 2n9c with
     // our suite and upstream's.
-    assert_eq!(m.cells.len(), 6 * 4 * 2 + 2);
+    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2);
+    let imm = m
+        .kernels
+        .iter()
+        .find(|k| k.name == "source-7.3-immutable")
+        .unwrap();
+    assert!(imm.expect.immutable);
     let e = |n: &str| {
         m.kernels
             .iter()

@@ -1,7 +1,12 @@
 //! Kernel images: where a bootable bzImage comes from.
 
 pub mod apt;
+pub mod build;
 pub mod cache;
+pub mod config;
 pub mod deb;
 pub mod debian;
+pub mod definition;
 pub mod modules;
+pub mod patch;
+pub mod source;

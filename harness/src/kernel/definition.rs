@@ -1,0 +1,519 @@
+//! Kernel definitions: `kernels/<name>.yaml`.
+//!
+//! ```yaml
+//! description: Debian's 7.3 source with the immutable private hash
+//! version: "7.3"                 # upstream version: default expectations
+//! expect: immutable=1            # merged over the version's defaults
+//! base:
+//!   debian: linux-source-7.3     # or  path: /src/linux   or  git: URL + ref: v7.3
+//! patches:                       # relative to kernels/patches/, in order;
+//!   - 7.3-immutable              # a directory means its files, sorted
+//! config:
+//!   base: tinyconfig             # or defconfig
+//!   fragments: [guest]           # kernels/fragments/<name>.config, in order
+//! require: [FUTEX, NUMA, SERIAL_8250_RUNTIME_UARTS=2]
+//! ```
+//!
+//! Everything here is pure: loading reads the YAML, the fragments and the
+//! patch files, nothing else (the base is resolved by `kernel::source`).
+
+use serde::Deserialize;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the kernels directory.
+pub const KERNELS_DIR_ENV: &str = "HARNESS_KERNELS_DIR";
+
+/// Errors loading a definition.
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    /// No `kernels/` directory could be found.
+    #[error("no kernels directory: set {KERNELS_DIR_ENV} or run inside the futex-harness tree")]
+    NoKernelsDir,
+    /// No such definition.
+    #[error("no kernel definition {name:?} in {dir} (known: {known})")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The kernels directory.
+        dir: PathBuf,
+        /// The names that exist.
+        known: String,
+    },
+    /// A name that cannot be a file name.
+    #[error("bad kernel definition name {0:?}: use letters, digits, '.', '_', '-'")]
+    BadName(String),
+    /// Reading a file failed.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML is malformed.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DefinitionError + '_ {
+    move |source| DefinitionError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Where the unpatched source comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BaseSpec {
+    /// A Debian `linux-source-X.Y` package (its `/usr/src/*.tar.xz`).
+    Debian {
+        /// Package name, e.g. `linux-source-7.3`.
+        package: String,
+    },
+    /// A local kernel tree (taken as it is on disk, `.gitignore`d files excluded).
+    Local {
+        /// The tree.
+        path: PathBuf,
+    },
+    /// A git repository and a ref (branch, tag or commit).
+    Git {
+        /// Anything `git fetch` accepts.
+        url: String,
+        /// The ref.
+        rev: String,
+    },
+}
+
+/// The config starting point.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfigBase {
+    /// `make tinyconfig`.
+    Tinyconfig,
+    /// `make defconfig`.
+    Defconfig,
+}
+
+impl ConfigBase {
+    /// The make target.
+    pub fn target(self) -> &'static str {
+        match self {
+            ConfigBase::Tinyconfig => "tinyconfig",
+            ConfigBase::Defconfig => "defconfig",
+        }
+    }
+}
+
+/// A file that is an input of the build: its name and content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// Name relative to its directory (`patches/`, `fragments/`).
+    pub name: String,
+    /// Absolute path.
+    pub path: PathBuf,
+    /// Content.
+    pub data: Vec<u8>,
+}
+
+/// A required option: `NAME` (means `=y`) or `NAME=value`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// Symbol without `CONFIG_`.
+    pub symbol: String,
+    /// Required value as in `.config` (`y`, `m`, `4`, `"str"`); `n` means unset.
+    pub value: String,
+}
+
+impl Requirement {
+    /// Parses `NAME`, `CONFIG_NAME`, `NAME=v`.
+    pub fn parse(s: &str) -> Result<Requirement, String> {
+        let s = s.trim();
+        let (name, value) = match s.split_once('=') {
+            Some((n, v)) => (n.trim(), v.trim()),
+            None => (s, "y"),
+        };
+        let name = name.strip_prefix("CONFIG_").unwrap_or(name);
+        if name.is_empty()
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            || value.is_empty()
+        {
+            return Err(format!(
+                "bad requirement {s:?}: expected NAME or NAME=value"
+            ));
+        }
+        Ok(Requirement {
+            symbol: name.to_string(),
+            value: value.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for Requirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CONFIG_{}={}", self.symbol, self.value)
+    }
+}
+
+/// A loaded definition with all its input files read.
+#[derive(Debug, Clone)]
+pub struct Definition {
+    /// Name (file stem).
+    pub name: String,
+    /// The YAML file.
+    pub path: PathBuf,
+    /// One line for `kernel list`.
+    pub description: String,
+    /// Upstream version, for default expectations.
+    pub version: Option<String>,
+    /// Expectation overrides (`key=value,...`).
+    pub expect: Option<String>,
+    /// The base.
+    pub base: BaseSpec,
+    /// Patches, in order.
+    pub patches: Vec<InputFile>,
+    /// Config starting point.
+    pub config_base: ConfigBase,
+    /// Fragments, in order.
+    pub fragments: Vec<InputFile>,
+    /// Options that must be set after `olddefconfig`.
+    pub require: Vec<Requirement>,
+    /// Extra `make` variables (`KCFLAGS=...`).
+    pub make_vars: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDef {
+    #[serde(default)]
+    description: String,
+    version: Option<String>,
+    expect: Option<String>,
+    base: RawBase,
+    #[serde(default)]
+    patches: Vec<String>,
+    #[serde(default)]
+    config: RawConfig,
+    #[serde(default)]
+    require: Vec<String>,
+    #[serde(default)]
+    make: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBase {
+    debian: Option<String>,
+    path: Option<PathBuf>,
+    git: Option<String>,
+    #[serde(rename = "ref")]
+    rev: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default = "default_config_base")]
+    base: ConfigBase,
+    #[serde(default)]
+    fragments: Vec<String>,
+}
+
+impl Default for RawConfig {
+    fn default() -> Self {
+        RawConfig {
+            base: default_config_base(),
+            fragments: Vec::new(),
+        }
+    }
+}
+
+fn default_config_base() -> ConfigBase {
+    ConfigBase::Tinyconfig
+}
+
+/// Patch file names taken from a patch directory.
+pub const PATCH_EXTENSIONS: &[&str] = &["patch", "diff", "mbox", "eml"];
+
+/// Valid definition names.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+}
+
+/// The kernels directory: `$HARNESS_KERNELS_DIR`, else the first `kernels/`
+/// with `*.yaml` in the current directory or its ancestors, else the one
+/// of the source tree this binary was built from.
+pub fn kernels_dir() -> Result<PathBuf, DefinitionError> {
+    if let Some(d) = std::env::var_os(KERNELS_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    let looks_right = |d: &Path| d.join("fragments").is_dir();
+    if let Ok(cwd) = std::env::current_dir() {
+        for a in cwd.ancestors() {
+            let k = a.join("kernels");
+            if looks_right(&k) {
+                return Ok(k);
+            }
+        }
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
+    if looks_right(&built) {
+        return Ok(built);
+    }
+    Err(DefinitionError::NoKernelsDir)
+}
+
+/// Names of the definitions in `dir`, sorted.
+pub fn list(dir: &Path) -> Result<Vec<String>, DefinitionError> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map_err(io_err(dir))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_suffix(".yaml").map(String::from)
+        })
+        .filter(|n| valid_name(n))
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> DefinitionError {
+    DefinitionError::Invalid {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+fn read_input(dir: &Path, name: &str) -> Result<InputFile, DefinitionError> {
+    let path = dir.join(name);
+    let data = fs::read(&path).map_err(io_err(&path))?;
+    Ok(InputFile {
+        name: name.to_string(),
+        path,
+        data,
+    })
+}
+
+fn relative_ok(p: &str) -> bool {
+    !p.is_empty()
+        && Path::new(p)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// Loads `<dir>/<name>.yaml` and every file it names.
+pub fn load(dir: &Path, name: &str) -> Result<Definition, DefinitionError> {
+    if !valid_name(name) {
+        return Err(DefinitionError::BadName(name.into()));
+    }
+    let path = dir.join(format!("{name}.yaml"));
+    if !path.is_file() {
+        return Err(DefinitionError::Unknown {
+            name: name.into(),
+            dir: dir.to_path_buf(),
+            known: list(dir).map(|l| l.join(", ")).unwrap_or_default(),
+        });
+    }
+    let text = fs::read_to_string(&path).map_err(io_err(&path))?;
+    parse(dir, name, &path, &text)
+}
+
+/// Parses a definition's YAML `text`; files are resolved in `dir`.
+pub fn parse(
+    dir: &Path,
+    name: &str,
+    path: &Path,
+    text: &str,
+) -> Result<Definition, DefinitionError> {
+    let raw: RawDef = serde_yaml_ng::from_str(text).map_err(|e| invalid(path, e.to_string()))?;
+    let base = match (raw.base.debian, raw.base.path, raw.base.git, raw.base.rev) {
+        (Some(package), None, None, None) => {
+            if package.is_empty() || package.contains('/') {
+                return Err(invalid(
+                    path,
+                    format!("base.debian: bad package {package:?}"),
+                ));
+            }
+            BaseSpec::Debian { package }
+        }
+        (None, Some(p), None, None) => {
+            let p = if p.is_relative() { dir.join(p) } else { p };
+            BaseSpec::Local { path: p }
+        }
+        (None, None, Some(url), rev) => BaseSpec::Git {
+            url,
+            rev: rev.unwrap_or_else(|| "HEAD".into()),
+        },
+        _ => return Err(invalid(
+            path,
+            "base: give exactly one of `debian: PACKAGE`, `path: DIR`, `git: URL` (+ `ref: REV`)",
+        )),
+    };
+    let pdir = dir.join("patches");
+    let mut patches = Vec::new();
+    for p in &raw.patches {
+        if !relative_ok(p) {
+            return Err(invalid(
+                path,
+                format!("patch {p:?}: must be relative to patches/"),
+            ));
+        }
+        let full = pdir.join(p);
+        if full.is_dir() {
+            let mut names: Vec<String> = fs::read_dir(&full)
+                .map_err(io_err(&full))?
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    Path::new(n)
+                        .extension()
+                        .is_some_and(|x| PATCH_EXTENSIONS.iter().any(|e| x == *e))
+                })
+                .collect();
+            names.sort();
+            if names.is_empty() {
+                return Err(invalid(
+                    path,
+                    format!(
+                        "patch directory {} has no *.patch/*.diff/*.mbox/*.eml",
+                        full.display()
+                    ),
+                ));
+            }
+            for n in names {
+                patches.push(read_input(&pdir, &format!("{p}/{n}"))?);
+            }
+        } else {
+            patches.push(read_input(&pdir, p)?);
+        }
+    }
+    let fdir = dir.join("fragments");
+    let mut fragments = Vec::new();
+    for f in &raw.config.fragments {
+        if !relative_ok(f) {
+            return Err(invalid(
+                path,
+                format!("fragment {f:?}: must be relative to fragments/"),
+            ));
+        }
+        let file = if f.ends_with(".config") {
+            f.clone()
+        } else {
+            format!("{f}.config")
+        };
+        fragments.push(read_input(&fdir, &file)?);
+    }
+    let require = raw
+        .require
+        .iter()
+        .map(|r| Requirement::parse(r).map_err(|m| invalid(path, m)))
+        .collect::<Result<Vec<_>, _>>()?;
+    for m in &raw.make {
+        let ok = m.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        if !ok {
+            return Err(invalid(path, format!("make: {m:?} is not VAR=value")));
+        }
+    }
+    Ok(Definition {
+        name: name.to_string(),
+        path: path.to_path_buf(),
+        description: raw.description,
+        version: raw.version,
+        expect: raw.expect,
+        base,
+        patches,
+        config_base: raw.config.base,
+        fragments,
+        require,
+        make_vars: raw.make,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        fs::create_dir_all(d.path().join("fragments")).unwrap();
+        fs::create_dir_all(d.path().join("patches/s")).unwrap();
+        fs::write(d.path().join("fragments/a.config"), "CONFIG_A=y\n").unwrap();
+        fs::write(d.path().join("patches/s/0002-b.patch"), "b").unwrap();
+        fs::write(d.path().join("patches/s/0001-a.patch"), "a").unwrap();
+        fs::write(d.path().join("patches/s/README"), "not a patch").unwrap();
+        fs::write(d.path().join("patches/x.diff"), "x").unwrap();
+        d
+    }
+
+    #[test]
+    fn parses_full_definition() {
+        let d = setup();
+        let text = "description: d\nversion: '7.3'\nexpect: immutable=1\nbase:\n  debian: linux-source-7.3\npatches: [x.diff, s]\nconfig:\n  fragments: [a]\nrequire: [FUTEX, CONFIG_NR_CPUS=8]\nmake: [KCFLAGS=-O2]\n";
+        let def = parse(d.path(), "k", &d.path().join("k.yaml"), text).unwrap();
+        assert_eq!(
+            def.base,
+            BaseSpec::Debian {
+                package: "linux-source-7.3".into()
+            }
+        );
+        let names: Vec<_> = def.patches.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["x.diff", "s/0001-a.patch", "s/0002-b.patch"]);
+        assert_eq!(def.fragments[0].data, b"CONFIG_A=y\n");
+        assert_eq!(def.config_base, ConfigBase::Tinyconfig);
+        assert_eq!(def.require[1].to_string(), "CONFIG_NR_CPUS=8");
+        assert_eq!(def.require[0].value, "y");
+        assert_eq!(def.version.as_deref(), Some("7.3"));
+    }
+
+    #[test]
+    fn rejects_bad_definitions() {
+        let d = setup();
+        let p = d.path().join("k.yaml");
+        let bad = |t: &str| parse(d.path(), "k", &p, t).unwrap_err().to_string();
+        assert!(bad("base: {}\n").contains("exactly one"));
+        assert!(bad("base: {debian: a, git: b}\n").contains("exactly one"));
+        assert!(bad("base: {debian: a}\nbogus: 1\n").contains("unknown field"));
+        assert!(bad("base: {debian: a}\npatches: [../x]\n").contains("relative"));
+        assert!(bad("base: {debian: a}\npatches: [missing.patch]\n").contains("missing.patch"));
+        assert!(bad("base: {debian: a}\nrequire: ['A B']\n").contains("bad requirement"));
+        assert!(bad("base: {debian: a}\nconfig: {base: allyes}\n").contains("allyes"));
+        let git = parse(d.path(), "k", &p, "base: {git: /r}\n").unwrap();
+        assert_eq!(
+            git.base,
+            BaseSpec::Git {
+                url: "/r".into(),
+                rev: "HEAD".into()
+            }
+        );
+    }
+
+    #[test]
+    fn names_and_listing() {
+        let d = setup();
+        fs::write(d.path().join("b.yaml"), "base: {debian: x}\n").unwrap();
+        fs::write(d.path().join("a.yaml"), "base: {debian: x}\n").unwrap();
+        assert_eq!(list(d.path()).unwrap(), ["a", "b"]);
+        assert!(matches!(
+            load(d.path(), "zz"),
+            Err(DefinitionError::Unknown { .. })
+        ));
+        assert!(matches!(
+            load(d.path(), "../a"),
+            Err(DefinitionError::BadName(_))
+        ));
+        assert!(load(d.path(), "a").is_ok());
+    }
+}
