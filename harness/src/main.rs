@@ -278,6 +278,9 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     if let Some(n) = note {
         eprintln!("harness: {n}");
     }
+    if let Some(n) = host::tcg_note(&qemu).filter(|_| accel == harness::qemu::Accel::Tcg) {
+        eprintln!("harness: note: {n}");
+    }
     let resolved = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
     let (image, version) = (resolved.path.clone(), resolved.version.clone());
     // Expectations: the resolved version's row of the ABI table (debian:6.18
@@ -421,6 +424,9 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
 fn host_report() -> anyhow::Result<u8> {
     let qemu = host::find_qemu()?;
     println!("qemu: {} ({})", qemu.path.display(), qemu.version);
+    if let Some(n) = host::tcg_note(&qemu) {
+        println!("note: {n}");
+    }
     let kvm = host::probe_kvm();
     let (accel, note) = host::choose_accel(AccelChoice::Auto, &kvm)?;
     println!("accel: {} (--accel auto)", accel.name());

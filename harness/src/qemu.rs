@@ -96,8 +96,9 @@ pub fn base_args() -> Vec<OsString> {
 }
 
 /// Accelerator and CPU model (`host` needs KVM; `max` under TCG, but
-/// without 5-level paging: with LA57 QEMU 7.2's TCG double-faults Debian's
-/// 6.12 kernel early in boot — measured here).
+/// without 5-level paging, which QEMU 7.2's TCG emulates badly enough to
+/// double-fault Debian's 6.12 kernel; QEMU >= 8 is recommended anyway, see
+/// README).
 pub fn accel_args(accel: Accel) -> Vec<OsString> {
     match accel {
         Accel::Kvm => os(&["-accel", "kvm", "-cpu", "host"]),
