@@ -43,6 +43,25 @@ impl Case {
 
 const RESULT_TAG: &str = "RESULT ";
 
+/// Environment variable through which the harness scales guest-side
+/// waits and timeouts (the cell's `timeout_scale`: many vCPUs under TCG
+/// make everything slower, and a slow machine is not a kernel bug).
+pub const TIMEOUT_SCALE_ENV: &str = "HARNESS_TIMEOUT_SCALE";
+
+/// The timeout scale from [`TIMEOUT_SCALE_ENV`] (1.0 when unset; clamped to 1..=100).
+pub fn timeout_scale() -> f64 {
+    std::env::var(TIMEOUT_SCALE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite())
+        .map_or(1.0, |v| v.clamp(1.0, 100.0))
+}
+
+/// `d` scaled by [`timeout_scale`]: use for every bounded wait in a case.
+pub fn scaled(d: Duration) -> Duration {
+    d.mul_f64(timeout_scale())
+}
+
 /// Entry point of a case-based test binary. Arguments:
 /// `--case NAME` (internal), `--filter SUBSTRING` (repeatable),
 /// `--expect key=value,...` (see [`Expect::parse`]), `--list`, and the
@@ -158,7 +177,7 @@ fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcom
     let status = loop {
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() > c.timeout => {
+            Ok(None) if start.elapsed() > scaled(c.timeout) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
@@ -182,7 +201,7 @@ fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcom
     match (status, result) {
         (None, _) => Outcome::Fail(format!(
             "case timed out after {} ms and was killed",
-            c.timeout.as_millis()
+            scaled(c.timeout).as_millis()
         )),
         (Some(_), Some(r)) if r == "PASS" => Outcome::Pass,
         (Some(_), Some(r)) if r.starts_with("SKIP") => {

@@ -374,6 +374,7 @@ pub fn wait_blocked(
     timeout: Duration,
     state_of: fn(i32) -> Option<(char, i64)>,
 ) -> Check {
+    let timeout = crate::cases::scaled(timeout);
     let start = Instant::now();
     loop {
         let pending: Vec<i32> = tids
@@ -430,8 +431,8 @@ impl<T: Send + 'static> Worker<T> {
             if t != 0 {
                 return Ok(t);
             }
-            if start.elapsed() > Duration::from_secs(5) {
-                return Err(fail("worker thread did not start within 5 s"));
+            if start.elapsed() > crate::cases::scaled(Duration::from_secs(5)) {
+                return Err(fail("worker thread did not start in time"));
             }
             std::thread::sleep(Duration::from_millis(1));
         }

@@ -689,7 +689,7 @@ impl Waiter {
             })
             .map_err(|e| format!("spawn waiter thread: {e}"))?;
         let tid = rx
-            .recv_timeout(Duration::from_secs(5))
+            .recv_timeout(crate::cases::scaled(Duration::from_secs(5)))
             .map_err(|e| format!("waiter thread did not start: {e}"))??;
         Ok(Waiter { tid, nr, handle })
     }
@@ -699,7 +699,7 @@ impl Waiter {
         wait_blocked_in(
             &format!("self/task/{}", self.tid),
             self.nr,
-            Duration::from_secs(5),
+            crate::cases::scaled(Duration::from_secs(5)),
         )
     }
 

@@ -242,5 +242,6 @@ pub async fn run_with_shares(
         duration: started.elapsed().unwrap_or(out.elapsed),
         started,
         notes,
+        known_failures: Vec::new(),
     })
 }

@@ -309,6 +309,7 @@ mod tests {
             // 2026-07-01T12:00:00Z: fixed so the golden file is stable.
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_782_907_200),
             notes: vec![],
+            known_failures: vec![],
         }
     }
 

@@ -56,7 +56,20 @@ pub struct CellResult {
     pub duration: Duration,
     /// When the cell started.
     pub started: SystemTime,
+    /// Failures that are known and accepted in this cell (e.g. upstream
+    /// timing-sensitive tests under TCG): reported as skipped, with the
+    /// reason and what happened, instead of failing the cell.
+    pub known_failures: Vec<KnownFailure>,
     /// Things the harness did that the reader should know (KVM fell back
     /// to TCG, QMP saw a panic, ...).
     pub notes: Vec<String>,
+}
+
+/// A failure the matrix declares known (`known_failures:` of a suite).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownFailure {
+    /// Glob (`*`, `?`) over case names such as `futex_priv_hash/global.priv_hash`.
+    pub case: String,
+    /// Why it is accepted.
+    pub reason: String,
 }

@@ -215,7 +215,10 @@ pub fn plan(
             name: t.name.clone(),
             path: format!("{BIN_DIR}/{file}"),
             args: t.args.clone(),
-            env: vec![],
+            env: vec![(
+                guest_tests::cases::TIMEOUT_SCALE_ENV.to_string(),
+                timeout_scale.to_string(),
+            )],
             timeout_ms: (t.timeout.as_millis() as f64 * timeout_scale) as u64,
             max_output_bytes: MAX_OUTPUT_BYTES,
         });

@@ -84,6 +84,23 @@ pub fn describe(end: &VmEnd) -> String {
 
 /// The cases of a cell.
 pub fn cases(cell: &CellResult) -> Vec<Case> {
+    let mut cases = raw_cases(cell);
+    for c in &mut cases {
+        if let CaseStatus::Fail { message, .. } = &c.status {
+            let known = cell
+                .known_failures
+                .iter()
+                .find(|k| crate::matrix::glob::matches(&k.case, &c.name));
+            if let Some(k) = known {
+                c.status = CaseStatus::Skip(format!("known failure: {}; got: {message}", k.reason));
+            }
+        }
+    }
+    cases
+}
+
+/// [`cases`] before known failures are applied.
+fn raw_cases(cell: &CellResult) -> Vec<Case> {
     let mut out = Vec::new();
     let reports = &cell.console.reports;
     let mut used = vec![false; reports.len()];
@@ -389,6 +406,7 @@ mod tests {
             duration: Duration::from_millis(6400),
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
+            known_failures: vec![],
         }
     }
 
@@ -637,5 +655,48 @@ ok 2 topology # SKIP reason
             describe(&VmEnd::Interrupted),
             "interrupted (SIGINT/SIGTERM)"
         );
+    }
+}
+
+#[cfg(test)]
+mod known_failure_tests {
+    use super::*;
+    use crate::result::KnownFailure;
+
+    #[test]
+    fn a_known_failure_is_skipped_with_its_reason_and_what_happened() {
+        let ktap = b"KTAP version 1\n1..1\n  KTAP version 1\n  1..2\n  # boom\n  not ok 1 slow\n  not ok 2 real\nnot ok 1 up\n";
+        let mut cell = CellResult {
+            name: "c".into(),
+            kernel: "k".into(),
+            topology: "t".into(),
+            suite: "s".into(),
+            accel: "tcg".into(),
+            qemu_version: "10".into(),
+            planned: vec!["up".into()],
+            end: VmEnd::Finished,
+            ktap: crate::ktap::parse(ktap),
+            console: crate::console::scan(b""),
+            console_log: None,
+            duration: std::time::Duration::ZERO,
+            started: std::time::SystemTime::UNIX_EPOCH,
+            notes: vec![],
+            known_failures: vec![KnownFailure {
+                case: "up/sl*".into(),
+                reason: "timing under TCG".into(),
+            }],
+        };
+        let cs = cases(&cell);
+        let slow = cs.iter().find(|c| c.name == "up/slow").unwrap();
+        assert_eq!(
+            slow.status,
+            CaseStatus::Skip("known failure: timing under TCG; got: boom".into())
+        );
+        let real = cs.iter().find(|c| c.name == "up/real").unwrap();
+        assert!(matches!(real.status, CaseStatus::Fail { .. }), "{real:?}");
+        cell.known_failures.clear();
+        assert!(cases(&cell)
+            .iter()
+            .any(|c| c.name == "up/slow" && matches!(c.status, CaseStatus::Fail { .. })));
     }
 }

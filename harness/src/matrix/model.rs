@@ -71,6 +71,8 @@ pub struct Suite {
     pub kind: SuiteKind,
     /// Relative cost for sharding.
     pub weight: u32,
+    /// Known failures: (case glob, reason, only under this accel).
+    pub known_failures: Vec<(String, String, Option<String>)>,
 }
 
 /// One cell: indices into the matrix plus per-cell settings.
@@ -478,10 +480,26 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
             SuiteKind::Builtin(b) => suite::builtin(b, None).map(|t| t.len()).unwrap_or(1) as u32,
             SuiteKind::Custom(t) => t.len() as u32,
         });
+        let mut known_failures = Vec::new();
+        for k in s.known_failures {
+            if let Some(a) = k.accel.as_deref().filter(|a| !["tcg", "kvm"].contains(a)) {
+                return Err(cx.at_item(
+                    "suites",
+                    &s.name,
+                    Some("accel"),
+                    format!(
+                        "suite {:?}: known_failures accel {a:?}: expected tcg or kvm",
+                        s.name
+                    ),
+                ));
+            }
+            known_failures.push((k.case, k.reason, k.accel));
+        }
         suites.push(Suite {
             name: s.name,
             kind,
             weight,
+            known_failures,
         });
     }
     let declared = suites.len();
@@ -492,6 +510,7 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                 name: b.to_string(),
                 kind: SuiteKind::Builtin(b.to_string()),
                 weight,
+                known_failures: Vec::new(),
             });
         }
     }

@@ -401,7 +401,16 @@ pub async fn run(
         let c = cells[p.index];
         let o = match r {
             Err(e) => outcome_for(c, Status::Error(e)),
-            Ok(result) => {
+            Ok(mut result) => {
+                result.known_failures = m.suites[m.cells[c].suite]
+                    .known_failures
+                    .iter()
+                    .filter(|(_, _, accel)| accel.as_deref().is_none_or(|a| a == result.accel))
+                    .map(|(case, reason, _)| crate::result::KnownFailure {
+                        case: case.clone(),
+                        reason: reason.clone(),
+                    })
+                    .collect();
                 let mut ts = crate::junit::report("harness matrix", std::slice::from_ref(&result))
                     .test_suites
                     .remove(0);

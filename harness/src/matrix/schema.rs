@@ -106,6 +106,21 @@ pub struct RawSuite {
     pub tests: Option<Vec<RawTest>>,
     /// Relative cost for sharding (default: number of tests).
     pub weight: Option<u32>,
+    /// Failures accepted as known (reported as skipped with the reason).
+    #[serde(default)]
+    pub known_failures: Vec<RawKnownFailure>,
+}
+
+/// A known failure of a suite.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawKnownFailure {
+    /// Glob over case names (`binary/case`).
+    pub case: String,
+    /// Why it is accepted (shown in the report).
+    pub reason: String,
+    /// Only under this accelerator (`tcg` or `kvm`); default: always.
+    pub accel: Option<String>,
 }
 
 /// One test of a custom suite.
