@@ -248,6 +248,7 @@ pub fn stress_seconds(default: u64) -> u64 {
 /// An absolute `CLOCK_REALTIME` deadline `ms` from now (legacy FUTEX_LOCK_PI
 /// takes an absolute realtime timeout).
 pub fn realtime_deadline_ms(ms: u64) -> libc::timespec {
+    let ms = crate::cases::scaled(Duration::from_millis(ms)).as_millis() as u64;
     let mut now = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -287,7 +288,7 @@ pub const fn priv32() -> u32 {
 
 /// futex2 wait on `w` for value `val` with a relative timeout in ms.
 pub fn wait_ms(w: &AtomicU32, val: u32, flags: u32, ms: u64) -> Res {
-    let ts = sys::deadline_ms(ms);
+    let ts = sys::deadline_ms(crate::cases::scaled(Duration::from_millis(ms)).as_millis() as u64);
     sys::futex_wait(
         w.as_ptr(),
         val as u64,
@@ -466,7 +467,7 @@ pub fn join_all<T: Send + 'static>(
     ws: Vec<Worker<T>>,
     timeout: Duration,
 ) -> Result<Vec<T>, Outcome> {
-    let deadline = Instant::now() + timeout;
+    let deadline = Instant::now() + crate::cases::scaled(timeout);
     ws.into_iter()
         .map(|w| w.join(deadline.saturating_duration_since(Instant::now())))
         .collect()
