@@ -21,8 +21,10 @@ pub type CpuSet = BTreeSet<u32>;
 /// A node's MemTotal must be at least this percentage of the declared size
 /// (and at most all of it): the kernel keeps its image, page structs and
 /// early allocations out of MemTotal, which costs a few percent to a few
-/// tens of MiB per node.
-pub const MEM_MIN_PERCENT: u64 = 75;
+/// tens of MiB per node — and KASAN's shadow (1/8) and debug structures a
+/// third (measured: 340304 kB of 512 MiB on the 7.3-debug kernel, 66%).
+/// Half the declared size (a node of the wrong size) still fails.
+pub const MEM_MIN_PERCENT: u64 = 60;
 
 /// One declared node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -445,8 +447,9 @@ mod tests {
         assert!(parse_mem_total_kb("MemTotal: lots").is_err());
         let m = 512 << 20;
         assert!(memory_ok(m, 524288));
-        assert!(memory_ok(m, 393216));
-        assert!(!memory_ok(m, 393215));
+        assert!(memory_ok(m, 314572));
+        assert!(!memory_ok(m, 314571));
+        assert!(!memory_ok(m, 262144), "half the declared size");
         assert!(!memory_ok(m, 524289));
     }
 
@@ -507,9 +510,9 @@ mod tests {
             [
                 "FAIL node-count: expected 2 node(s) (0,1), seen 1 (0)",
                 "FAIL node0-cpus: expected cpus 0-1, seen 0-3",
-                "FAIL node0-memory: expected MemTotal 75-100% of 512 MiB (393216..=524288 kB), seen 1000000 kB",
+                "FAIL node0-memory: expected MemTotal 60-100% of 512 MiB (314572..=524288 kB), seen 1000000 kB",
                 "FAIL node1-cpus: expected cpus 2-3, seen nothing: /sys/devices/system/node/node1 does not exist",
-                "FAIL node1-memory: expected MemTotal 75-100% of 512 MiB (393216..=524288 kB), seen nothing: /sys/devices/system/node/node1 does not exist",
+                "FAIL node1-memory: expected MemTotal 60-100% of 512 MiB (314572..=524288 kB), seen nothing: /sys/devices/system/node/node1 does not exist",
                 "ok online-cpus"
             ]
         );
