@@ -284,3 +284,130 @@ fn bad_arguments_are_usage_errors() {
     assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
     assert!(String::from_utf8_lossy(&r.out.stderr).contains("not an ancestor"));
 }
+
+#[test]
+fn interrupt_stops_the_step_and_resets_the_tree() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 5);
+    git(&tree, &["checkout", "-q", "-b", "topic", &ids[3]]);
+    let dir = t.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "bisect",
+            "--tree",
+            tree.to_str().unwrap(),
+            "--good",
+            &ids[0],
+            "--bad",
+            &ids[4],
+            "--test",
+            "futex",
+            "--out",
+            dir.to_str().unwrap(),
+            "--step-command",
+            "touch $HARNESS_BISECT_STEP_DIR/started; sleep 30",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.join("steps/001-").to_string_lossy().into_owned();
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_dir(dir.join("steps"))
+        .map(|d| d.flatten().any(|e| e.path().join("started").exists()))
+        .unwrap_or(false)
+    {
+        assert!(t0.elapsed().as_secs() < 20, "no step started ({started})");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed().as_secs() < 20, "the step was not stopped");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[3]);
+    assert!(!tree.join(".git/BISECT_START").exists());
+}
+
+/// The real thing: Debian's 7.3 source as a repository with five commits on
+/// top, the third of which breaks `PR_FUTEX_HASH_GET_SLOTS`; bisected with
+/// real builds (ccache) and boots. `HARNESS_BISECT_E2E=1` (full tier).
+#[test]
+fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
+    if std::env::var("HARNESS_BISECT_E2E").as_deref() != Ok("1") {
+        eprintln!("skipped: set HARNESS_BISECT_E2E=1 (builds and boots 7.3 kernels)");
+        return;
+    }
+    use harness::kernel::{cache::Cache, definition, source};
+    let dir = definition::kernels_dir().unwrap();
+    let def = definition::load(&dir, "7.3").unwrap();
+    let cache = Cache::from_env().unwrap();
+    let mirror = || harness::kernel::debian::DebianMirror::discover(None);
+    let base = source::prepare(&def.base, &cache, &mirror, &|m| eprintln!("{m}")).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    // <t>/b/src next to <t>/b/obj: the same relative layout as the
+    // definition's work tree, so that ccache hits.
+    let out = t.path().join("b");
+    let tree = out.join("src");
+    std::fs::create_dir_all(&out).unwrap();
+    let status = Command::new("git")
+        .args(["clone", "-q", "--shared", "--no-checkout"])
+        .arg(&base.repo)
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    git(&tree, &["checkout", "-q", "-B", "main", &base.commit]);
+    let good = git(&tree, &["rev-parse", "HEAD"]);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        if i == 2 {
+            let p = tree.join("kernel/futex/core.c");
+            let s = std::fs::read_to_string(&p).unwrap();
+            let from = "ret = futex_hash_get_slots();";
+            assert!(s.contains(from));
+            std::fs::write(&p, s.replacen(from, "ret = futex_hash_get_slots() + 1;", 1)).unwrap();
+            git(
+                &tree,
+                &["commit", "-q", "-a", "-m", "futex: off by one in GET_SLOTS"],
+            );
+        } else {
+            let p = tree.join("Documentation/bisect-fixture.txt");
+            std::fs::write(&p, format!("{i}\n")).unwrap();
+            git(&tree, &["add", "-f", "Documentation/bisect-fixture.txt"]);
+            git(
+                &tree,
+                &["commit", "-q", "-m", &format!("docs: fixture {i}")],
+            );
+        }
+        ids.push(git(&tree, &["rev-parse", "HEAD"]));
+    }
+    let t0 = std::time::Instant::now();
+    let r = harness(&[
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        &good,
+        "--bad",
+        "main",
+        "--kernel",
+        "7.3",
+        "--topology",
+        "nodes=2,cpus=1,mem=512M",
+        "--test",
+        "futex/futex-prctl",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{}", text(&r));
+    eprintln!("e2e bisect: {:.0} s", t0.elapsed().as_secs_f64());
+    assert!(r.status.success(), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stdout).contains(&format!("first bad commit: {}", ids[2])));
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
+}
