@@ -242,7 +242,12 @@ pub fn verdict_from_cases(cases: &[crate::verdict::Case], sel: &TestSel) -> (Ver
         .filter(|c| c.status == CaseStatus::Pass)
         .count();
     if !failed.is_empty() {
-        (Verdict::Bad, format!("failed: {}", failed.join(", ")))
+        let more = failed.len().saturating_sub(5);
+        let mut why = format!("failed: {}", failed[..failed.len().min(5)].join(", "));
+        if more > 0 {
+            why.push_str(&format!(" and {more} more"));
+        }
+        (Verdict::Bad, why)
     } else if passed > 0 {
         (Verdict::Good, format!("{passed} case(s) passed"))
     } else if chosen.is_empty() {
@@ -1091,6 +1096,11 @@ mod tests {
         let (verdict, why) = verdict_from_cases(&[case("futex-prctl/slots", fail())], &sel);
         assert_eq!(verdict, Verdict::Bad);
         assert!(why.contains("futex-prctl/slots"));
+        let many: Vec<Case> = (0..8)
+            .map(|i| case(&format!("futex-prctl/c{i}"), fail()))
+            .collect();
+        let (_, why) = verdict_from_cases(&many, &sel);
+        assert_eq!(why, "failed: futex-prctl/c0, futex-prctl/c1, futex-prctl/c2, futex-prctl/c3, futex-prctl/c4 and 3 more");
         // Boot failure: only boot/vm cases.
         assert_eq!(
             v(&[case("boot/kernel-panic", fail()), case("vm", fail())]),
