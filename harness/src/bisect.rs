@@ -607,7 +607,10 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         .parse()
         .unwrap_or(0);
     std::fs::create_dir_all(&c.out).map_err(|e| infra(format!("{}: {e}", c.out.display())))?;
+    // A new bisection: drop the previous one's records and logs (the
+    // object directory stays: it makes the first build incremental).
     let _ = std::fs::remove_file(c.out.join("steps.jsonl"));
+    let _ = std::fs::remove_dir_all(c.out.join("steps"));
     eprintln!(
         "harness: bisect: {n} commit(s) in {}..{}, about {} step(s) after checking both ends",
         &good[..12],
@@ -631,6 +634,11 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         ("check-good", &good, Verdict::Good, "--good"),
         ("check-bad", &bad, Verdict::Bad, "--bad"),
     ] {
+        if intr.seen.load(Ordering::SeqCst) {
+            let o = finish(EXIT_INTERRUPTED, None);
+            drop(guard);
+            return Ok(o);
+        }
         git(&c.tree, &["checkout", "-q", "--detach", id])?;
         eprintln!(
             "harness: bisect: checking that {opt} {} is {}",
@@ -645,6 +653,10 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         }
         let got = Verdict::from_exit(code);
         if got != want {
+            let what = match got {
+                Verdict::Skip => "could not be tested (skip)".to_string(),
+                _ => format!("is {}, not {}", got.name(), want.name()),
+            };
             let o = finish(2, None);
             drop(guard);
             let last = o
@@ -653,14 +665,12 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
                 .map(|s| format!(" ({}; logs {})", s.reason, s.dir.display()))
                 .unwrap_or_default();
             return Err(BisectError::Usage(format!(
-                "{opt} {} ({}) is {}, not {}{last}: nothing to bisect",
+                "{opt} {} ({}) {what}{last}: nothing to bisect",
                 match phase {
                     "check-good" => &args.good,
                     _ => &args.bad,
                 },
                 &id[..12],
-                got.name(),
-                want.name()
             )));
         }
     }

@@ -194,6 +194,17 @@ fn stops_when_good_is_not_good_or_bad_is_not_bad() {
     );
     assert_eq!(steps(&r.dir).len(), 2);
     assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    // An end that cannot be tested (does not build).
+    let r = bisect(&tree, t.path(), &ids[0], &ids[5], "exit 125", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    assert!(
+        String::from_utf8_lossy(&r.out.stderr).contains("could not be tested (skip)"),
+        "{}",
+        text(&r.out)
+    );
+    // The previous bisection's records are gone.
+    assert_eq!(steps(&r.dir).len(), 1);
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
     assert!(!tree.join(".git/BISECT_START").exists());
 }
 
