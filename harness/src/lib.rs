@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod bisect;
 pub mod cell;
 pub mod console;
 pub mod guestbin;

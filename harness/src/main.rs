@@ -57,6 +57,11 @@ enum Command {
     /// Kernels built from source (`kernels/<name>.yaml`).
     #[command(subcommand)]
     Kernel(KernelCmd),
+    /// Find the commit of a kernel tree that broke a test (git bisect; see docs/bisect.md).
+    Bisect(harness::bisect::BisectArgs),
+    /// One step of `harness bisect` (run by `git bisect run`).
+    #[command(hide = true)]
+    BisectStep(harness::bisect::StepArgs),
 }
 
 #[derive(Subcommand)]
@@ -224,6 +229,8 @@ fn main() -> ExitCode {
                 .await
                 .map_err(anyhow::Error::from)
                 .and_then(|r| r),
+            Command::Bisect(args) => bisect(args).await,
+            Command::BisectStep(args) => Ok(harness::bisect::step(args).await),
         }
     });
     match result {
@@ -242,6 +249,10 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
             .is_some_and(|m| m.is_usage())
             || c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
+            || matches!(
+                c.downcast_ref::<harness::bisect::BisectError>(),
+                Some(harness::bisect::BisectError::Usage(_))
+            )
             || matches!(
                 c.downcast_ref::<harness::bench::BenchError>(),
                 Some(harness::bench::BenchError::Usage(_))
@@ -418,6 +429,30 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     } else {
         EXIT_TESTS_FAILED
     })
+}
+
+/// `harness bisect`: the orchestration runs on a blocking thread; SIGINT
+/// and SIGTERM are forwarded to the running step, then the tree is reset.
+async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let intr = harness::bisect::Interrupt::default();
+    let exe = std::env::current_exe().context("locating the harness binary")?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    let i2 = intr.clone();
+    tokio::spawn(async move {
+        loop {
+            let sig = tokio::select! {
+                Some(()) = int.recv() => libc::SIGINT,
+                Some(()) = term.recv() => libc::SIGTERM,
+                else => return,
+            };
+            eprintln!("harness: bisect: interrupted; stopping the step and resetting the tree");
+            i2.fire(sig);
+        }
+    });
+    let o = tokio::task::spawn_blocking(move || harness::bisect::run(&args, &exe, &intr)).await??;
+    Ok(o.exit)
 }
 
 /// `harness host`: the facts `--accel auto` decides from.

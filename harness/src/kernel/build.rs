@@ -401,6 +401,21 @@ fn prepare_tree(
         let _ = writeln!(log, "# patch {} ({})", p.name, p.path.display());
     }
     patch::apply_series(&src, &def.patches, &|m| say(&format!("{}: {m}", def.name)))?;
+    configure_tree(def, &src, &obj, log, log_path, say)
+}
+
+/// Generates and checks the config of `def` (config base, fragments,
+/// olddefconfig, requirements) for the tree `src` in the object directory
+/// `obj`. Returns warnings.
+fn configure_tree(
+    def: &Definition,
+    src: &Path,
+    obj: &Path,
+    log: &mut File,
+    log_path: &Path,
+    say: &dyn Fn(&str),
+) -> Result<Vec<String>, BuildError> {
+    let (src, obj) = (src.to_path_buf(), obj.to_path_buf());
     fs::create_dir_all(&obj).map_err(io("create", &obj))?;
     make(
         def,
@@ -483,6 +498,34 @@ fn prepare_tree(
         });
     }
     Ok(warnings)
+}
+
+/// Configures (`def`'s config base, fragments, olddefconfig, required
+/// options) and builds the bzImage of an arbitrary kernel tree `src` in the
+/// object directory `obj` (incremental when `obj` is reused), without the
+/// cache and without `def`'s base and patches. The log goes to `log_path`
+/// (truncated). Returns the bzImage in `obj`.
+pub fn build_tree(
+    def: &Definition,
+    src: &Path,
+    obj: &Path,
+    opts: &BuildOptions,
+    log_path: &Path,
+    say: &dyn Fn(&str),
+) -> Result<PathBuf, BuildError> {
+    if let Some(d) = log_path.parent() {
+        fs::create_dir_all(d).map_err(io("create", d))?;
+    }
+    let mut log = File::create(log_path).map_err(io("create", log_path))?;
+    configure_tree(def, src, obj, &mut log, log_path, say)?;
+    let mut extra = vec![format!("-j{}", opts.jobs.max(1))];
+    if opts.ccache && source::on_path("ccache") {
+        extra.push("CC=ccache gcc".into());
+    }
+    extra.extend(def.make_vars.iter().cloned());
+    extra.push("bzImage".into());
+    make(def, src, obj, &extra, &mut log, log_path, say, true)?;
+    Ok(obj.join("arch/x86/boot/bzImage"))
 }
 
 /// Runs `make -C src O=obj ARCH=x86_64 args...`, output appended to the

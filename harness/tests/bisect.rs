@@ -1,0 +1,424 @@
+//! `harness bisect` orchestration with real git on tiny fixture
+//! repositories; the step's build + boot is replaced by `--step-command`
+//! (no kernel is built). The real end to end (a kernel tree with a futex
+//! regression) runs only with `HARNESS_BISECT_E2E=1` (see docs/bisect.md).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Ann Author")
+        .env("GIT_AUTHOR_EMAIL", "ann@example.org")
+        .env("GIT_COMMITTER_NAME", "Ann Author")
+        .env("GIT_COMMITTER_EMAIL", "ann@example.org")
+        .env("GIT_AUTHOR_DATE", "2026-01-02T03:04:05Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-02T03:04:05Z")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository with `n` commits; `value` holds the commit's number, and
+/// from commit `bad_from` on the "test" (value < bad_from) fails.
+/// Returns the commit ids, oldest first.
+fn fixture(dir: &Path, n: usize) -> Vec<String> {
+    git(dir, &["init", "-q", "-b", "main"]);
+    let mut ids = Vec::new();
+    for i in 0..n {
+        std::fs::write(dir.join("value"), format!("{i}\n")).unwrap();
+        git(dir, &["add", "value"]);
+        git(dir, &["commit", "-q", "-m", &format!("commit {i}")]);
+        ids.push(git(dir, &["rev-parse", "HEAD"]));
+    }
+    ids
+}
+
+fn harness(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+struct Run {
+    out: Output,
+    dir: PathBuf,
+}
+
+fn bisect(tree: &Path, work: &Path, good: &str, bad: &str, cmd: &str, extra: &[&str]) -> Run {
+    let dir = work.join("out");
+    let mut args = vec![
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        good,
+        "--bad",
+        bad,
+        "--kernel",
+        "7.3",
+        "--topology",
+        "nodes=1,cpus=1,mem=256M",
+        "--test",
+        "futex/futex-prctl/*",
+        "--out",
+        dir.to_str().unwrap(),
+        "--step-command",
+        cmd,
+    ];
+    args.extend_from_slice(extra);
+    Run {
+        out: harness(&args),
+        dir,
+    }
+}
+
+fn steps(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("steps.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn finds_the_first_bad_commit_in_log2_steps_and_restores_the_tree() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 33);
+    // Commit 21 breaks the "test"; bisecting 1..32: 31 commits.
+    let r = bisect(
+        &tree,
+        t.path(),
+        &ids[1],
+        &ids[32],
+        "test $(cat value) -lt 21",
+        &[],
+    );
+    assert!(r.out.status.success(), "{}", text(&r.out));
+    let stdout = String::from_utf8_lossy(&r.out.stdout);
+    assert!(
+        stdout.contains(&format!("first bad commit: {}", ids[21])),
+        "{}",
+        text(&r.out)
+    );
+    assert!(stdout.contains("subject: commit 21"), "{stdout}");
+    assert!(
+        stdout.contains("author:  Ann Author <ann@example.org>"),
+        "{stdout}"
+    );
+    let s = steps(&r.dir);
+    assert_eq!(s[0]["phase"], "check-good");
+    assert_eq!(s[0]["verdict"], "good");
+    assert_eq!(s[0]["commit"], ids[1].as_str());
+    assert_eq!(s[1]["phase"], "check-bad");
+    assert_eq!(s[1]["verdict"], "bad");
+    let bisect_steps = s.iter().filter(|v| v["phase"] == "bisect").count();
+    // ceil(log2(31)) = 5.
+    assert_eq!(bisect_steps, 5, "{}", text(&r.out));
+    for (i, v) in s.iter().enumerate() {
+        assert_eq!(v["step"], i + 1);
+        assert!(v["run_seconds"].as_f64().is_some());
+    }
+    // The tree is back on its branch, clean, no bisect in progress.
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[32]);
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
+    assert!(!tree.join(".git/BISECT_START").exists());
+    let log = std::fs::read_to_string(r.dir.join("bisect.log")).unwrap();
+    assert!(log.contains("first bad commit"), "{log}");
+}
+
+#[test]
+fn refuses_a_dirty_tree_and_leaves_it_alone() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 4);
+    std::fs::write(tree.join("value"), "dirty\n").unwrap();
+    let r = bisect(&tree, t.path(), &ids[0], &ids[3], "true", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    assert!(
+        String::from_utf8_lossy(&r.out.stderr).contains("uncommitted changes"),
+        "{}",
+        text(&r.out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(tree.join("value")).unwrap(),
+        "dirty\n"
+    );
+    assert!(!r.dir.join("steps.jsonl").exists());
+}
+
+#[test]
+fn stops_when_good_is_not_good_or_bad_is_not_bad() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 6);
+    git(&tree, &["checkout", "-q", "-b", "topic", &ids[4]]);
+    // Everything bad: --good is bad.
+    let r = bisect(&tree, t.path(), &ids[0], &ids[5], "false", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    let err = String::from_utf8_lossy(&r.out.stderr);
+    assert!(err.contains("is bad, not good"), "{}", text(&r.out));
+    assert_eq!(steps(&r.dir).len(), 1);
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[4]);
+    // Everything good: --bad is good.
+    let r = bisect(&tree, t.path(), &ids[0], &ids[5], "true", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    assert!(
+        String::from_utf8_lossy(&r.out.stderr).contains("is good, not bad"),
+        "{}",
+        text(&r.out)
+    );
+    assert_eq!(steps(&r.dir).len(), 2);
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    // An end that cannot be tested (does not build).
+    let r = bisect(&tree, t.path(), &ids[0], &ids[5], "exit 125", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    assert!(
+        String::from_utf8_lossy(&r.out.stderr).contains("could not be tested (skip)"),
+        "{}",
+        text(&r.out)
+    );
+    // The previous bisection's records are gone.
+    assert_eq!(steps(&r.dir).len(), 1);
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    assert!(!tree.join(".git/BISECT_START").exists());
+}
+
+#[test]
+fn repeat_policy_catches_a_flaky_regression() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 9);
+    // From commit 5 on, the test fails on the second repetition only.
+    let cmd = "test $(cat value) -lt 5 || test $HARNESS_BISECT_REP = 0";
+    let r = bisect(
+        &tree,
+        t.path(),
+        &ids[0],
+        &ids[8],
+        cmd,
+        &["--repeat", "3", "--bad-if", "any"],
+    );
+    assert!(r.out.status.success(), "{}", text(&r.out));
+    assert!(
+        String::from_utf8_lossy(&r.out.stdout).contains(&format!("first bad commit: {}", ids[5])),
+        "{}",
+        text(&r.out)
+    );
+    let s = steps(&r.dir);
+    assert_eq!(s[1]["reps"], serde_json::json!(["good", "bad"]));
+    // With --bad-if all the same flake is never bad: --bad is good.
+    let r = bisect(
+        &tree,
+        t.path(),
+        &ids[0],
+        &ids[8],
+        cmd,
+        &["--repeat", "3", "--bad-if", "all"],
+    );
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+}
+
+#[test]
+fn skipped_commits_are_skipped() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 12);
+    // Commits 4 to 6 do not "build"; 7 is the first bad one.
+    let cmd = "v=$(cat value); test $v -ge 4 && test $v -le 6 && exit 125; test $v -lt 7";
+    let r = bisect(&tree, t.path(), &ids[0], &ids[11], cmd, &[]);
+    assert_eq!(r.out.status.code(), Some(1), "{}", text(&r.out));
+    let stdout = String::from_utf8_lossy(&r.out.stdout);
+    assert!(stdout.contains("no single first bad commit"), "{stdout}");
+    assert!(steps(&r.dir).iter().any(|v| v["verdict"] == "skip"));
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    // Only commit 5 skipped: 6 and 7 decide.
+    let cmd = "v=$(cat value); test $v = 5 && exit 125; test $v -lt 7";
+    let r = bisect(&tree, t.path(), &ids[0], &ids[11], cmd, &[]);
+    assert!(r.out.status.success(), "{}", text(&r.out));
+    assert!(
+        String::from_utf8_lossy(&r.out.stdout).contains(&format!("first bad commit: {}", ids[7])),
+        "{}",
+        text(&r.out)
+    );
+}
+
+#[test]
+fn bad_arguments_are_usage_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 3);
+    for (extra, want) in [
+        (&["--repeat", "0"][..], "--repeat"),
+        (&["--topology", "nodes=0"][..], "--topology"),
+    ] {
+        let r = bisect(&tree, t.path(), &ids[0], &ids[2], "true", extra);
+        assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+        assert!(
+            String::from_utf8_lossy(&r.out.stderr).contains(want),
+            "{}",
+            text(&r.out)
+        );
+    }
+    let r = bisect(&tree, t.path(), "nope", &ids[2], "true", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    assert!(String::from_utf8_lossy(&r.out.stderr).contains("--good \"nope\""));
+    // Reversed ends.
+    let r = bisect(&tree, t.path(), &ids[2], &ids[0], "true", &[]);
+    assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+    assert!(String::from_utf8_lossy(&r.out.stderr).contains("not an ancestor"));
+}
+
+#[test]
+fn interrupt_stops_the_step_and_resets_the_tree() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 5);
+    git(&tree, &["checkout", "-q", "-b", "topic", &ids[3]]);
+    let dir = t.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args([
+            "bisect",
+            "--tree",
+            tree.to_str().unwrap(),
+            "--good",
+            &ids[0],
+            "--bad",
+            &ids[4],
+            "--test",
+            "futex",
+            "--out",
+            dir.to_str().unwrap(),
+            "--step-command",
+            "touch $HARNESS_BISECT_STEP_DIR/started; sleep 30",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = dir.join("steps/001-").to_string_lossy().into_owned();
+    let t0 = std::time::Instant::now();
+    while !std::fs::read_dir(dir.join("steps"))
+        .map(|d| d.flatten().any(|e| e.path().join("started").exists()))
+        .unwrap_or(false)
+    {
+        assert!(t0.elapsed().as_secs() < 20, "no step started ({started})");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed().as_secs() < 20, "the step was not stopped");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[3]);
+    assert!(!tree.join(".git/BISECT_START").exists());
+}
+
+/// The real thing: Debian's 7.3 source as a repository with five commits on
+/// top, the third of which breaks `PR_FUTEX_HASH_GET_SLOTS`; bisected with
+/// real builds (ccache) and boots. `HARNESS_BISECT_E2E=1` (full tier).
+#[test]
+fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
+    if std::env::var("HARNESS_BISECT_E2E").as_deref() != Ok("1") {
+        eprintln!("skipped: set HARNESS_BISECT_E2E=1 (builds and boots 7.3 kernels)");
+        return;
+    }
+    use harness::kernel::{cache::Cache, definition, source};
+    let dir = definition::kernels_dir().unwrap();
+    let def = definition::load(&dir, "7.3").unwrap();
+    let cache = Cache::from_env().unwrap();
+    let mirror = || harness::kernel::debian::DebianMirror::discover(None);
+    let base = source::prepare(&def.base, &cache, &mirror, &|m| eprintln!("{m}")).unwrap();
+    let t = tempfile::tempdir().unwrap();
+    // <t>/b/src next to <t>/b/obj: the same relative layout as the
+    // definition's work tree, so that ccache hits.
+    let out = t.path().join("b");
+    let tree = out.join("src");
+    std::fs::create_dir_all(&out).unwrap();
+    let status = Command::new("git")
+        .args(["clone", "-q", "--shared", "--no-checkout"])
+        .arg(&base.repo)
+        .arg(&tree)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    git(&tree, &["checkout", "-q", "-B", "main", &base.commit]);
+    let good = git(&tree, &["rev-parse", "HEAD"]);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        if i == 2 {
+            let p = tree.join("kernel/futex/core.c");
+            let s = std::fs::read_to_string(&p).unwrap();
+            let from = "ret = futex_hash_get_slots();";
+            assert!(s.contains(from));
+            std::fs::write(&p, s.replacen(from, "ret = futex_hash_get_slots() + 1;", 1)).unwrap();
+            git(
+                &tree,
+                &["commit", "-q", "-a", "-m", "futex: off by one in GET_SLOTS"],
+            );
+        } else {
+            let p = tree.join("Documentation/bisect-fixture.txt");
+            std::fs::write(&p, format!("{i}\n")).unwrap();
+            git(&tree, &["add", "-f", "Documentation/bisect-fixture.txt"]);
+            git(
+                &tree,
+                &["commit", "-q", "-m", &format!("docs: fixture {i}")],
+            );
+        }
+        ids.push(git(&tree, &["rev-parse", "HEAD"]));
+    }
+    let t0 = std::time::Instant::now();
+    let r = harness(&[
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        &good,
+        "--bad",
+        "main",
+        "--kernel",
+        "7.3",
+        "--topology",
+        "nodes=2,cpus=1,mem=512M",
+        "--test",
+        "futex/futex-prctl",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{}", text(&r));
+    eprintln!("e2e bisect: {:.0} s", t0.elapsed().as_secs_f64());
+    assert!(r.status.success(), "{}", text(&r));
+    assert!(String::from_utf8_lossy(&r.stdout).contains(&format!("first bad commit: {}", ids[2])));
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
+}
