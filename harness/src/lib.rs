@@ -5,6 +5,7 @@
 
 pub mod cell;
 pub mod console;
+pub mod fuzz;
 pub mod guestbin;
 pub mod host;
 pub mod initramfs;

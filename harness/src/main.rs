@@ -184,6 +184,10 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
             || c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
             || matches!(
+                c.downcast_ref::<harness::kernelspec::ResolveError>(),
+                Some(harness::kernelspec::ResolveError::BadImage { .. })
+            )
+            || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
                 Some(
                     harness::suite::SuiteError::Unknown { .. }

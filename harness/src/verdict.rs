@@ -72,6 +72,20 @@ pub fn describe(end: &VmEnd) -> String {
         VmEnd::InitError(e) => format!("guest-init failed: {e}"),
         VmEnd::KernelPanic => "kernel panic".to_string(),
         VmEnd::Watchdog(d) => format!("killed by the host watchdog after {} s", d.as_secs()),
+        VmEnd::QemuExited { status, stderr } if *status < 0 => {
+            let sig = -status;
+            let name = match sig {
+                9 => " (SIGKILL)",
+                15 => " (SIGTERM)",
+                6 => " (SIGABRT)",
+                11 => " (SIGSEGV)",
+                _ => "",
+            };
+            match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
+                Some(last) => format!("QEMU was killed by signal {sig}{name}: {last}"),
+                None => format!("QEMU was killed by signal {sig}{name}"),
+            }
+        }
         VmEnd::QemuExited { status, stderr } => {
             match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
                 Some(last) => format!("QEMU exited with status {status}: {last}"),
@@ -631,7 +645,7 @@ ok 2 topology # SKIP reason
                 status: -9,
                 stderr: String::new()
             }),
-            "QEMU exited with status -9"
+            "QEMU was killed by signal 9 (SIGKILL)"
         );
         assert_eq!(
             describe(&VmEnd::Interrupted),

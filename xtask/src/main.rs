@@ -4,12 +4,18 @@
 //!   every test including the real-VM ones (`HARNESS_VM_TESTS=1`).
 //! - `matrix [ARGS]`: runs `matrix.yaml` (`harness matrix ARGS`, release build).
 //! - `test`: the quick tier (no VMs).
+//! - `fuzz [--seconds N] [--seed S]`: mutation fuzzing of the KTAP parser and
+//!   console scanner on stable Rust (corpus in `harness/tests/fuzz-corpus`).
+//! - `soak --minutes M [--matrix FILE]`: a matrix again and again; counts
+//!   flaky cases.
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
 
 mod ci;
+mod fuzz;
 mod matrix;
+mod soak;
 
 fn main() -> Result<()> {
     let sh = Shell::new()?;
@@ -18,12 +24,15 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&sh),
         Some("matrix") => matrix::run(&sh, &args[1..]),
+        Some("fuzz") => fuzz::run(&sh, &project_root(), &args[1..]),
+        Some("fuzz-loop") => fuzz::fuzz_loop(&project_root(), &args[1..]),
+        Some("soak") => soak::run(&sh, &project_root(), &args[1..]),
         Some("test") => {
             cmd!(sh, "cargo test --workspace").run()?;
             Ok(())
         }
-        Some(other) => bail!("unknown xtask {other:?}; known: ci, matrix, test"),
-        None => bail!("usage: cargo xtask <ci|matrix|test>"),
+        Some(other) => bail!("unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak"),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak>"),
     }
 }
 
