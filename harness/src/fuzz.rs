@@ -14,7 +14,7 @@ use crate::result::{CellResult, VmEnd};
 use std::time::{Duration, SystemTime};
 
 /// Inputs larger than this are cut before mutation (keeps runs fast).
-pub const MAX_INPUT: usize = 1 << 20;
+pub const MAX_INPUT: usize = 256 << 10;
 
 /// A small deterministic PRNG (xorshift64*): no dependency, reproducible
 /// from the seed printed by the fuzzer.
@@ -102,7 +102,7 @@ pub fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
     let mut v = input[..input.len().min(MAX_INPUT)].to_vec();
     for _ in 0..1 + rng.below(4) {
         mutate_once(rng, &mut v, other);
-        v.truncate(MAX_INPUT * 4);
+        v.truncate(MAX_INPUT);
     }
     v
 }
@@ -161,6 +161,7 @@ fn mutate_once(rng: &mut Rng, v: &mut Vec<u8>, other: &[u8]) {
             let line = v[s..e].to_vec();
             let max = if rng.below(8) == 0 { 5000 } else { 20 };
             let n = 1 + rng.below(max);
+            let n = n.min(MAX_INPUT / line.len().max(1));
             let mut rep = Vec::with_capacity(line.len() * n);
             for _ in 0..n {
                 rep.extend_from_slice(&line);
