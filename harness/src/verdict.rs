@@ -72,6 +72,11 @@ pub fn describe(end: &VmEnd) -> String {
         VmEnd::InitError(e) => format!("guest-init failed: {e}"),
         VmEnd::KernelPanic => "kernel panic".to_string(),
         VmEnd::Watchdog(d) => format!("killed by the host watchdog after {} s", d.as_secs()),
+        // -no-reboot: a reboot (a panic under panic=-1 whose console line
+        // was lost, a triple fault) ends QEMU with status 0.
+        VmEnd::QemuExited { status: 0, stderr } if stderr.trim().is_empty() => {
+            "the guest rebooted or powered off by itself (QEMU exited with status 0)".to_string()
+        }
         VmEnd::QemuExited { status, stderr } if *status < 0 => {
             let sig = -status;
             let name = match sig {
@@ -651,6 +656,11 @@ ok 2 topology # SKIP reason
             }),
             "QEMU was killed by signal 9 (SIGKILL)"
         );
+        assert!(describe(&VmEnd::QemuExited {
+            status: 0,
+            stderr: String::new()
+        })
+        .contains("rebooted"));
         assert_eq!(
             describe(&VmEnd::Interrupted),
             "interrupted (SIGINT/SIGTERM)"

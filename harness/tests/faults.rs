@@ -455,8 +455,12 @@ fn wrong_command_line_is_a_boot_failure_retried_once_and_reported() {
         .failure
         .clone()
         .expect("topology fails");
+    // The panic line itself can be lost: under host load the emulated
+    // UART drops console bytes (seen here: "console=ttyS0,ic=-1"), and
+    // Debian's pvpanic is a module, so QMP may not see it either; then
+    // the reboot (-no-reboot) is what the report says.
     assert!(
-        msg.contains("did not run") && msg.contains("kernel panic"),
+        msg.contains("did not run") && (msg.contains("kernel panic") || msg.contains("rebooted")),
         "{msg}"
     );
     assert!(r.xml().contains("booted again"), "the report says so");
@@ -991,14 +995,17 @@ fn sigkill_mid_matrix_leaves_finished_cells_readable() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The first cell (smoke) finishes; the second (a long hang) starts.
+    // The first cell (smoke) finishes; the second (a long hang) starts:
+    // by then the first one's report must be on disk.
     let smoke_junit = out.join("cells/k/1n/smoke/junit.xml");
-    wait_for("the first cell's JUnit", Duration::from_secs(600), || {
-        smoke_junit.is_file()
-    });
-    wait_for("the second cell to boot", Duration::from_secs(120), || {
+    wait_for("the second cell to boot", Duration::from_secs(900), || {
         find(&out.join("cells/k/1n/hang"), "console.log").is_some()
     });
+    assert!(
+        smoke_junit.is_file(),
+        "the first cell's JUnit was not on disk when the next cell started"
+    );
+    std::thread::sleep(Duration::from_secs(2));
     let qemus = children_of(child.id());
     assert!(!qemus.is_empty(), "the hang cell's QEMU runs");
     kill(child.id(), libc::SIGKILL);
