@@ -6,7 +6,7 @@
 //! duplication, deep nesting, hostile tokens) and runs each result through
 //! `ktap::parse` or `console::scan`, then the verdict and the JUnit writer
 //! (`harness::fuzz::check_*`): no panic, bounded output, JUnit that parses
-//! as XML. A failing input is saved under
+//! as XML, no input taking more than 5 s. A failing input is saved under
 //! `harness/tests/fuzz-corpus/<kind>/crash-<hash>` (replayed by `cargo
 //! test` from then on) and the command fails.
 
@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 type Oracle = fn(&[u8]) -> Result<(), String>;
+
+/// One input (at most `harness::fuzz::MAX_INPUT` bytes) taking longer
+/// than this is reported as a finding.
+const SLOW: Duration = Duration::from_secs(5);
 
 const KINDS: &[(&str, Oracle)] = &[
     ("ktap", harness::fuzz::check_ktap),
@@ -78,8 +82,13 @@ pub fn fuzz_loop(root: &Path, args: &[String]) -> Result<()> {
         let input = harness::fuzz::mutate(&mut rng, a, b);
         execs += 1;
         per_kind[k] += 1;
+        let t = Instant::now();
         let verdict = std::panic::catch_unwind(|| oracle(&input));
+        let took = t.elapsed();
         let why = match verdict {
+            // Work that grows faster than the input is a finding too (a
+            // guest must not be able to stall the harness).
+            Ok(Ok(())) if took > SLOW => format!("slow: {took:?} for {} bytes", input.len()),
             Ok(Ok(())) => continue,
             Ok(Err(v)) => v,
             Err(p) => format!(
