@@ -591,6 +591,11 @@ fn output_flood_of_300_mib_keeps_harness_memory_bounded() {
     );
     let text = String::from_utf8_lossy(&ktap);
     assert!(text.contains("truncat"), "a truncation note in the stream");
+    assert!(
+        r.xml()
+            .contains("flood: output truncated after 8388608 bytes; dropped "),
+        "the report says the output was truncated"
+    );
     eprintln!("flood case: {flood:?}");
     all_pass(&cases, "smoke-after/");
 }
