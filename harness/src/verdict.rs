@@ -376,7 +376,7 @@ fn kernel_cases(test: &str, reports: &[&KernelReport], out: &mut Vec<Case>) {
 fn unique_names(cases: &mut [Case]) {
     let mut seen: HashSet<String> = HashSet::new();
     // Next suffix to try per name: searching from 2 each time made a
-    // guest printing one name 200 000 times quadratic (found by fuzzing).
+    // guest printing one name 200 000 times quadratic (found while fuzzing).
     let mut next: std::collections::HashMap<String, usize> = Default::default();
     for case in cases {
         if !seen.insert(case.name.clone()) {
