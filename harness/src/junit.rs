@@ -166,6 +166,11 @@ fn system_out(cell: &CellResult, failed: bool) -> String {
         "KTAP diagnostics outside any test:",
         &mut cell.ktap.diagnostics.iter().map(String::as_str),
     );
+    let truncated = truncation_notes(cell);
+    section(
+        "Output truncated in the guest:",
+        &mut truncated.iter().map(String::as_str),
+    );
     if cell.console.omitted_reports > 0 {
         let note = format!(
             "{} more kernel reports not listed",
@@ -175,6 +180,31 @@ fn system_out(cell: &CellResult, failed: bool) -> String {
     }
     if failed {
         section("Console tail:", &mut cell.console.tail.lines());
+    }
+    out
+}
+
+/// `test: output truncated after N bytes; dropped M bytes of output` for
+/// every test whose output guest-init cut (else a passing test's report
+/// would not say so).
+fn truncation_notes(cell: &CellResult) -> Vec<String> {
+    fn walk(n: &crate::ktap::TestNode, path: &str, out: &mut Vec<String>) {
+        let notes: Vec<&str> = n
+            .diagnostics
+            .iter()
+            .map(|d| d.trim())
+            .filter(|d| d.starts_with("output truncated after ") || d.starts_with("dropped "))
+            .collect();
+        if !notes.is_empty() && out.len() < 100 {
+            out.push(format!("{path}: {}", notes.join("; ")));
+        }
+        for s in &n.subtests {
+            walk(s, &format!("{path}/{}", s.name), out);
+        }
+    }
+    let mut out = Vec::new();
+    for t in &cell.ktap.tests {
+        walk(t, &t.name, &mut out);
     }
     out
 }
@@ -311,6 +341,19 @@ mod tests {
             notes: vec![],
             known_failures: vec![],
         }
+    }
+
+    #[test]
+    fn truncated_output_is_said_even_when_the_test_passes() {
+        let doc = b"KTAP version 1\n1..1\n    # flood line 1\n    # output truncated after 8388608 bytes\n    # dropped 306184192 bytes of output\nok 1 flood\n";
+        let c = cell("t", doc, b"", VmEnd::Finished, &["flood"]);
+        let xml = report("r", &[c]).to_string().unwrap();
+        assert!(
+            xml.contains(
+                "flood: output truncated after 8388608 bytes; dropped 306184192 bytes of output"
+            ),
+            "{xml}"
+        );
     }
 
     #[test]

@@ -92,6 +92,31 @@ mod tests {
             KernelSpec::Path(_)
         ));
     }
+
+    #[test]
+    fn bzimage_check_refuses_garbage_and_truncated_images() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("img");
+        std::fs::write(&p, b"short").unwrap();
+        assert!(check_bzimage(&p).unwrap_err().contains("too short"));
+        std::fs::write(&p, vec![0x5a; 4096]).unwrap();
+        assert!(check_bzimage(&p)
+            .unwrap_err()
+            .contains("not an x86 bzImage"));
+        let mut h = vec![0u8; 4096];
+        h[0x1fe] = 0x55;
+        h[0x1ff] = 0xaa;
+        h[0x202..0x206].copy_from_slice(b"HdrS");
+        h[0x1f1] = 1;
+        h[0x1f4..0x1f8].copy_from_slice(&1000u32.to_le_bytes());
+        std::fs::write(&p, &h).unwrap();
+        assert!(check_bzimage(&p)
+            .unwrap_err()
+            .contains("truncated: 4096 bytes"));
+        h.resize(1024 + 16_000, 0);
+        std::fs::write(&p, &h).unwrap();
+        check_bzimage(&p).unwrap();
+    }
 }
 
 /// A bootable kernel image and what it is.
@@ -126,6 +151,47 @@ pub enum ResolveError {
     /// The build produced no image.
     #[error("kernel source:{0}: the build produced no image")]
     NoImage(String),
+    /// The file is not a bootable x86 bzImage (garbage, truncated).
+    #[error("kernel image {}: {why}", path.display())]
+    BadImage {
+        /// The image.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Checks that `path` looks like a complete x86 bzImage: the boot sector
+/// signature, the `HdrS` setup header, and at least as many bytes as the
+/// header says the kernel has. A garbage or truncated image otherwise
+/// either makes QEMU fail obscurely or hangs the guest in the decompressor
+/// until the watchdog fires.
+pub fn check_bzimage(path: &std::path::Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    let len = f.metadata().map_err(|e| e.to_string())?.len();
+    let mut h = [0u8; 0x208];
+    f.read_exact(&mut h)
+        .map_err(|_| format!("only {len} bytes: too short for a bzImage"))?;
+    if h[0x1fe..0x200] != [0x55, 0xaa] || &h[0x202..0x206] != b"HdrS" {
+        return Err(
+            "not an x86 bzImage (no boot signature / HdrS setup header); \
+             pass the bzImage (arch/x86/boot/bzImage), not vmlinux or another file"
+                .into(),
+        );
+    }
+    let setup_sects = match h[0x1f1] {
+        0 => 4,
+        n => u64::from(n),
+    };
+    let syssize = u64::from(u32::from_le_bytes([h[0x1f4], h[0x1f5], h[0x1f6], h[0x1f7]]));
+    let need = (setup_sects + 1) * 512 + syssize * 16;
+    if len < need {
+        return Err(format!(
+            "truncated: {len} bytes, but its header says {need} (an interrupted copy or download?)"
+        ));
+    }
+    Ok(())
 }
 
 /// Gets the image for a spec: a local file as is, Debian's package
@@ -138,12 +204,18 @@ pub fn resolve(
 ) -> Result<ResolvedKernel, ResolveError> {
     use crate::kernel::{build, cache::Cache, debian::DebianMirror, definition};
     match spec {
-        KernelSpec::Path(p) => Ok(ResolvedKernel {
-            path: p.clone(),
-            version: None,
-            description: format!("local image {}", p.display()),
-            expect: None,
-        }),
+        KernelSpec::Path(p) => {
+            check_bzimage(p).map_err(|why| ResolveError::BadImage {
+                path: p.clone(),
+                why,
+            })?;
+            Ok(ResolvedKernel {
+                path: p.clone(),
+                version: None,
+                description: format!("local image {}", p.display()),
+                expect: None,
+            })
+        }
         KernelSpec::Source(name) => {
             let def = definition::load(&definition::kernels_dir()?, name)?;
             let cache = Cache::from_env()?;

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod bisect;
 pub mod cell;
 pub mod console;
+pub mod fuzz;
 pub mod guestbin;
 pub mod host;
 pub mod initramfs;

@@ -262,6 +262,10 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
                 Some(harness::share::ShareError::BadSpec { .. })
             )
             || matches!(
+                c.downcast_ref::<harness::kernelspec::ResolveError>(),
+                Some(harness::kernelspec::ResolveError::BadImage { .. })
+            )
+            || matches!(
                 c.downcast_ref::<harness::suite::SuiteError>(),
                 Some(
                     harness::suite::SuiteError::Unknown { .. }

@@ -92,6 +92,18 @@ pub const SUITES: &[&str] = &[
     "bench",
 ];
 
+/// Fault-injection suites of `harness/tests/faults.rs` (accepted by
+/// [`builtin`], not advertised in [`SUITES`]); see `docs/reliability.md`.
+pub const FAULT_SUITES: &[&str] = &[
+    "fault-flood",
+    "fault-console-flood",
+    "fault-fake-console",
+    "fault-hung-task",
+    "fault-lkdtm",
+    "fault-softlockup",
+    "fault-long",
+];
+
 /// The futex test binaries, in run order.
 pub const FUTEX_BINARIES: &[&str] = &[
     "futex-prctl",
@@ -136,6 +148,44 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
         "fault-garbage" => vec![
             named("garbage", "fault", &["garbage"], 30),
             named("smoke-after", "smoke", &[], 60),
+        ],
+        // 300 MiB of KTAP-less output: guest-init keeps 8 MiB and says so.
+        "fault-flood" => vec![
+            named("flood", "fault", &["flood", "300"], 600),
+            named("smoke-after", "smoke", &[], 60),
+        ],
+        // Past guest-init, straight onto the console socket: more than the
+        // host's console limit.
+        "fault-console-flood" => vec![
+            named("console-flood", "fault", &["flood-console", "40"], 900),
+            named("smoke-after", "smoke", &[], 60),
+        ],
+        "fault-fake-console" => vec![
+            named("fake-console", "fault", &["fake-console"], 30),
+            named("smoke-after", "smoke", &[], 60),
+        ],
+        "fault-hung-task" => vec![
+            named("hung-task", "fault", &["hung-task"], 60),
+            named("smoke-after", "smoke", &[], 60),
+        ],
+        // Needs a kernel with CONFIG_LKDTM (each skips without it).
+        "fault-lkdtm" => vec![
+            named("lkdtm-warning", "fault", &["lkdtm", "WARNING"], 30),
+            named("lkdtm-bug", "fault", &["lkdtm", "BUG"], 30),
+            named("lkdtm-exception", "fault", &["lkdtm", "EXCEPTION"], 30),
+            named("smoke-after", "smoke", &[], 60),
+        ],
+        // The CPU never comes back: last, with a short timeout.
+        "fault-softlockup" => vec![named(
+            "lkdtm-softlockup",
+            "fault",
+            &["lkdtm", "SOFTLOCKUP"],
+            20,
+        )],
+        // Results first, then a long wait (for killing QEMU mid-run).
+        "fault-long" => vec![
+            t("smoke", &[], 60),
+            named("long-hang", "fault", &["hang"], 600),
         ],
         _ => {
             return Err(SuiteError::Unknown {
@@ -236,6 +286,13 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fault_suites_resolve() {
+        for s in FAULT_SUITES {
+            assert!(!builtin(s, None).unwrap().is_empty(), "{s}");
+        }
+    }
 
     #[test]
     fn unknown_suite_lists_the_known_ones() {

@@ -72,6 +72,25 @@ pub fn describe(end: &VmEnd) -> String {
         VmEnd::InitError(e) => format!("guest-init failed: {e}"),
         VmEnd::KernelPanic => "kernel panic".to_string(),
         VmEnd::Watchdog(d) => format!("killed by the host watchdog after {} s", d.as_secs()),
+        // -no-reboot: a reboot (a panic under panic=-1 whose console line
+        // was lost, a triple fault) ends QEMU with status 0.
+        VmEnd::QemuExited { status: 0, stderr } if stderr.trim().is_empty() => {
+            "the guest rebooted or powered off by itself (QEMU exited with status 0)".to_string()
+        }
+        VmEnd::QemuExited { status, stderr } if *status < 0 => {
+            let sig = -status;
+            let name = match sig {
+                9 => " (SIGKILL)",
+                15 => " (SIGTERM)",
+                6 => " (SIGABRT)",
+                11 => " (SIGSEGV)",
+                _ => "",
+            };
+            match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
+                Some(last) => format!("QEMU was killed by signal {sig}{name}: {last}"),
+                None => format!("QEMU was killed by signal {sig}{name}"),
+            }
+        }
         VmEnd::QemuExited { status, stderr } => {
             match stderr.lines().map(str::trim).rfind(|l| !l.is_empty()) {
                 Some(last) => format!("QEMU exited with status {status}: {last}"),
@@ -373,13 +392,17 @@ fn kernel_cases(test: &str, reports: &[&KernelReport], out: &mut Vec<Case>) {
 /// JUnit consumers merge cases with equal names: number the repeats.
 fn unique_names(cases: &mut [Case]) {
     let mut seen: HashSet<String> = HashSet::new();
+    // Next suffix to try per name: searching from 2 each time made a
+    // guest printing one name 200 000 times quadratic (found while fuzzing).
+    let mut next: std::collections::HashMap<String, usize> = Default::default();
     for case in cases {
         if !seen.insert(case.name.clone()) {
-            let mut k = 2;
+            let k = next.entry(case.name.clone()).or_insert(2);
             while !seen.insert(format!("{} ({k})", case.name)) {
-                k += 1;
+                *k += 1;
             }
             case.name = format!("{} ({k})", case.name);
+            *k += 1;
         }
     }
 }
@@ -649,8 +672,13 @@ ok 2 topology # SKIP reason
                 status: -9,
                 stderr: String::new()
             }),
-            "QEMU exited with status -9"
+            "QEMU was killed by signal 9 (SIGKILL)"
         );
+        assert!(describe(&VmEnd::QemuExited {
+            status: 0,
+            stderr: String::new()
+        })
+        .contains("rebooted"));
         assert_eq!(
             describe(&VmEnd::Interrupted),
             "interrupted (SIGINT/SIGTERM)"

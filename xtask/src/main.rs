@@ -6,13 +6,19 @@
 //! - `test`: the quick tier (no VMs).
 //! - `bench-boot`, `bench-peers`: time-to-result against a bare QEMU boot
 //!   and against virtme-ng / vmtest (see docs/bench.md).
+//! - `fuzz [--seconds N] [--seed S]`: mutation fuzzing of the KTAP parser and
+//!   console scanner on stable Rust (corpus in `harness/tests/fuzz-corpus`).
+//! - `soak --minutes M [--matrix FILE]`: a matrix again and again; counts
+//!   flaky cases.
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
 
 mod bench;
 mod ci;
+mod fuzz;
 mod matrix;
+mod soak;
 
 fn main() -> Result<()> {
     let sh = Shell::new()?;
@@ -21,15 +27,18 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(&sh),
         Some("matrix") => matrix::run(&sh, &args[1..]),
+        Some("fuzz") => fuzz::run(&sh, &project_root(), &args[1..]),
+        Some("fuzz-loop") => fuzz::fuzz_loop(&project_root(), &args[1..]),
+        Some("soak") => soak::run(&sh, &project_root(), &args[1..]),
         Some("test") => {
             cmd!(sh, "cargo test --workspace").run()?;
             Ok(())
         }
         Some(c @ ("bench-boot" | "bench-peers")) => bench::run(&sh, c, &args[1..]),
-        Some(other) => {
-            bail!("unknown xtask {other:?}; known: ci, matrix, test, bench-boot, bench-peers")
-        }
-        None => bail!("usage: cargo xtask <ci|matrix|test|bench-boot|bench-peers>"),
+        Some(other) => bail!(
+            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers"
+        ),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers>"),
     }
 }
 

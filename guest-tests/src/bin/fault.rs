@@ -18,7 +18,23 @@
 //!   other reliable userspace trigger: a WARN reachable from userspace is a
 //!   kernel bug and gets fixed.
 //!
-//! `panic` and `warn` hurt the machine they run on, so they refuse to run
+//! - `lkdtm TYPE`: writes TYPE (`WARNING`, `BUG`, `EXCEPTION`, `SOFTLOCKUP`,
+//!   `HUNG_TASK`, ...) to LKDTM's `DIRECT` file, like `warn`; exits 4 (skip)
+//!   without LKDTM. For `SOFTLOCKUP` it first sets
+//!   `/proc/sys/kernel/watchdog_thresh` to 1 (a report after ~2 s).
+//! - `hung-task`: a real hung task without LKDTM: one thread faults on a
+//!   `userfaultfd` page inside `write(2)` to a tmpfs file (holding the
+//!   inode lock), a second thread blocks uninterruptibly on that lock;
+//!   with `hung_task_timeout_secs` = 1 the kernel reports it. Then the
+//!   fault is resolved and both finish; exits 0. Exits 4 (skip) when the
+//!   kernel has no hung-task detector or no userfaultfd.
+//! - `flood-console MIB`: writes MIB MiB of 64-byte lines to `/dev/console`
+//!   (past guest-init, straight onto the host's console socket); exits 0.
+//! - `fake-console`: prints KTAP-looking lines (`ok 1 fake-console-ok`, ...)
+//!   and fake harness markers on `/dev/console` and `/dev/kmsg`; exits 0.
+//!   None of it may become a result.
+//!
+//! `panic`, `warn`, `lkdtm` and `hung-task` hurt the machine they run on, so they refuse to run
 //! outside the test VM (no `/harness/plan.json`) unless given `--force`.
 
 use guest_tests::plan::PLAN_PATH;
@@ -26,7 +42,7 @@ use std::io::Write;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: fault panic|hang|garbage|warn [--force]\n       fault flood MIB\n       fault exit CODE";
+    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault exit CODE";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -41,6 +57,19 @@ fn main() {
         ["hang"] => hang(),
         ["garbage"] => garbage(),
         ["warn"] => guarded(force, warn),
+        ["lkdtm", what] => {
+            if !force && !std::path::Path::new(PLAN_PATH).exists() {
+                guarded(force, || 2)
+            } else {
+                lkdtm(what)
+            }
+        }
+        ["hung-task"] => guarded(force, hung_task),
+        ["fake-console"] => fake_console(),
+        ["flood-console", mib] => match mib.parse::<u64>() {
+            Ok(mib) => flood_console(mib),
+            Err(_) => usage(&format!("flood-console: {mib:?} is not a number of MiB")),
+        },
         ["flood", mib] => match mib.parse::<u64>() {
             Ok(mib) => flood(mib),
             Err(_) => usage(&format!("flood: {mib:?} is not a number of MiB")),
@@ -153,8 +182,21 @@ fn flood(mib: u64) -> i32 {
 }
 
 fn warn() -> i32 {
+    lkdtm("WARNING")
+}
+
+/// Writes `what` to LKDTM's DIRECT trigger.
+fn lkdtm(what: &str) -> i32 {
     const DEBUGFS: &str = "/sys/kernel/debug";
     const DIRECT: &str = "/sys/kernel/debug/provoke-crash/DIRECT";
+    if what == "SOFTLOCKUP" {
+        if let Err(e) = std::fs::write("/proc/sys/kernel/watchdog_thresh", "1\n") {
+            eprintln!("fault: /proc/sys/kernel/watchdog_thresh: {e}");
+        }
+    }
+    if what == "HUNG_TASK" {
+        let _ = std::fs::write("/proc/sys/kernel/hung_task_timeout_secs", "1\n");
+    }
     // SAFETY: all pointers are NUL-terminated literals.
     let r = unsafe {
         libc::mount(
@@ -175,15 +217,161 @@ fn warn() -> i32 {
         eprintln!("fault: no {DIRECT}: kernel without LKDTM (CONFIG_LKDTM) or debugfs");
         return 4;
     }
-    println!("triggering a kernel WARNING through LKDTM");
+    println!("triggering {what} through LKDTM");
     let _ = std::io::stdout().flush();
-    match std::fs::write(DIRECT, "WARNING\n") {
+    match std::fs::write(DIRECT, format!("{what}\n")) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("fault: {DIRECT}: {e}");
             1
         }
     }
+}
+
+fn flood_console(mib: u64) -> i32 {
+    let f = match std::fs::OpenOptions::new().write(true).open("/dev/console") {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("fault: /dev/console: {e}");
+            return 1;
+        }
+    };
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, f);
+    let lines = (mib << 20) / FLOOD_LINE as u64;
+    for i in 0..lines {
+        if out.write_all(flood_line(i).as_bytes()).is_err() {
+            return 1;
+        }
+    }
+    if out.flush().is_err() {
+        return 1;
+    }
+    0
+}
+
+/// KTAP-looking lines and fake markers on the console and in the kernel log.
+const FAKE_LINES: &[&str] = &[
+    "KTAP version 1",
+    "1..2",
+    "ok 1 fake-console-ok",
+    "not ok 2 fake-console-not-ok",
+    "harness: end 1 smoke ok",
+    "ok 3 fake-kmsg-ok",
+];
+
+fn fake_console() -> i32 {
+    let mut wrote = 0;
+    if let Ok(mut c) = std::fs::OpenOptions::new().write(true).open("/dev/console") {
+        for l in FAKE_LINES {
+            if writeln!(c, "{l}").is_ok() {
+                wrote += 1;
+            }
+        }
+    }
+    if let Ok(mut k) = std::fs::OpenOptions::new().write(true).open("/dev/kmsg") {
+        for l in FAKE_LINES {
+            // One record per write.
+            if k.write_all(l.as_bytes()).is_ok() {
+                wrote += 1;
+            }
+        }
+    }
+    println!("wrote {wrote} fake lines to /dev/console and /dev/kmsg");
+    0
+}
+
+// userfaultfd ABI (linux/userfaultfd.h), x86-64.
+const UFFD_API: u64 = 0xaa;
+const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
+const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;
+const UFFDIO_ZEROPAGE: libc::c_ulong = 0xc020_aa04;
+const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+
+fn hung_task() -> i32 {
+    const KNOB: &str = "/proc/sys/kernel/hung_task_timeout_secs";
+    if std::fs::write(KNOB, "1\n").is_err() {
+        eprintln!("fault: no {KNOB}: kernel without CONFIG_DETECT_HUNG_TASK");
+        return 4;
+    }
+    let _ = std::fs::write("/proc/sys/kernel/hung_task_check_interval_secs", "1\n");
+    let _ = std::fs::write("/proc/sys/kernel/hung_task_warnings", "10\n");
+    // SAFETY: raw syscalls and ioctls on descriptors and a mapping we own,
+    // with structs laid out as the kernel ABI says.
+    unsafe {
+        let uffd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+        if uffd < 0 {
+            eprintln!("fault: userfaultfd: {}", std::io::Error::last_os_error());
+            return 4;
+        }
+        let mut api = [UFFD_API, 0u64, 0u64];
+        if libc::ioctl(uffd, UFFDIO_API, api.as_mut_ptr()) != 0 {
+            eprintln!("fault: UFFDIO_API: {}", std::io::Error::last_os_error());
+            return 4;
+        }
+        let page = 4096usize;
+        let mem = libc::mmap(
+            std::ptr::null_mut(),
+            page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        if mem == libc::MAP_FAILED {
+            eprintln!("fault: mmap: {}", std::io::Error::last_os_error());
+            return 1;
+        }
+        let mut reg = [mem as u64, page as u64, UFFDIO_REGISTER_MODE_MISSING, 0u64];
+        if libc::ioctl(uffd, UFFDIO_REGISTER, reg.as_mut_ptr()) != 0 {
+            eprintln!(
+                "fault: UFFDIO_REGISTER: {}",
+                std::io::Error::last_os_error()
+            );
+            return 4;
+        }
+        let file = match std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .read(true)
+            .write(true)
+            .open("/tmp/fault-hung-task")
+        {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("fault: /tmp/fault-hung-task: {e}");
+                return 1;
+            }
+        };
+        use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        let addr = mem as usize;
+        println!("thread A: write(2) from a userfaultfd page (holds the inode lock)");
+        let _ = std::io::stdout().flush();
+        let a = std::thread::spawn(move || {
+            libc::write(fd, addr as *const libc::c_void, page);
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        println!("thread B: write(2) to the same file (blocks uninterruptibly)");
+        let _ = std::io::stdout().flush();
+        let b = std::thread::spawn(move || {
+            libc::write(fd, b"x".as_ptr() as *const libc::c_void, 1);
+        });
+        // Long enough for khungtaskd (1 s timeout, 1 s interval) to report.
+        std::thread::sleep(Duration::from_secs(6));
+        let mut zp = [addr as u64, page as u64, 0u64, 0u64];
+        if libc::ioctl(uffd, UFFDIO_ZEROPAGE, zp.as_mut_ptr()) != 0 {
+            eprintln!(
+                "fault: UFFDIO_ZEROPAGE: {}",
+                std::io::Error::last_os_error()
+            );
+            return 1;
+        }
+        let _ = a.join();
+        let _ = b.join();
+        println!("both writes finished");
+        drop(file);
+    }
+    0
 }
 
 #[cfg(test)]
