@@ -329,7 +329,8 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
         let spec = harness::kselftest::source_spec(
             &args.suite,
             args.kselftest_tree.as_deref(),
-            kernel.version(),
+            // The resolved version: a source: kernel's definition says it.
+            version.as_deref().or(kernel.version()),
         )?;
         let opts = harness::kselftest::Options {
             mirror: args.debian_mirror.clone(),
