@@ -9,6 +9,9 @@
 //! `$HARNESS_LKDTM_KERNEL` (`path:` a kernel with `CONFIG_LKDTM=y`) and
 //! say they are blocked without it.
 
+mod common;
+use common::enabled;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -24,18 +27,6 @@ static VM_LOCK: Mutex<()> = Mutex::new(());
 
 fn vm_lock() -> std::sync::MutexGuard<'static, ()> {
     VM_LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn enabled() -> bool {
-    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
-    );
-    eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
-    false
 }
 
 fn kernel() -> String {

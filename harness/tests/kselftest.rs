@@ -4,20 +4,11 @@
 //! against the verdicts written down in docs/kselftest.md. Gated by
 //! `HARNESS_VM_TESTS=1` like tests/vm.rs (under `CI` without it: fails).
 
+mod common;
+use common::enabled;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-fn enabled() -> bool {
-    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
-    );
-    eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
-    false
-}
 
 fn kernel() -> String {
     std::env::var("HARNESS_TEST_KERNEL").unwrap_or_else(|_| "debian:7.3.4".into())

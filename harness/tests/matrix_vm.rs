@@ -2,6 +2,9 @@
 //! end to end, and SIGINT in the middle of a matrix. Gated like `vm.rs`:
 //! only with `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
 
+mod common;
+use common::enabled;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -9,18 +12,6 @@ use std::time::{Duration, Instant};
 
 /// One matrix at a time: the machine has few cores.
 static VM_LOCK: Mutex<()> = Mutex::new(());
-
-fn enabled() -> bool {
-    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
-    );
-    eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
-    false
-}
 
 fn harness(matrix: &Path, out: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));

@@ -1,19 +1,10 @@
 //! What Debian's kernel packages really hold for virtiofs (network; gated
 //! like the VM tests by `HARNESS_VM_TESTS=1`).
 
-use harness::kernel::{cache::Cache, debian::DebianMirror, modules};
+mod common;
+use common::enabled;
 
-fn enabled() -> bool {
-    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
-    );
-    eprintln!("skipping: set HARNESS_VM_TESTS=1");
-    false
-}
+use harness::kernel::{cache::Cache, debian::DebianMirror, modules};
 
 fn version() -> String {
     std::env::var("HARNESS_TEST_KERNEL")

@@ -5,6 +5,9 @@
 //!
 //! The kernel is `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`).
 
+mod common;
+use common::enabled;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -12,18 +15,6 @@ use std::time::{Duration, Instant};
 
 /// Two VMs at once on a 2-core machine only make both slower: one at a time.
 static VM_LOCK: Mutex<()> = Mutex::new(());
-
-fn enabled() -> bool {
-    if std::env::var_os("HARNESS_VM_TESTS").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but HARNESS_VM_TESTS is not: the VM tests must run in CI"
-    );
-    eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
-    false
-}
 
 fn kernel() -> String {
     std::env::var("HARNESS_TEST_KERNEL").unwrap_or_else(|_| "debian:7.3.4".into())
