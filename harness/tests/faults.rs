@@ -10,7 +10,7 @@
 //! say they are blocked without it.
 
 mod common;
-use common::enabled;
+use common::{case, enabled, parse_junit, Case};
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -93,42 +93,6 @@ fn harness(kernel: &str, suite: &str, extra: &[&str]) -> Run {
         .output()
         .unwrap();
     Run { out, dir }
-}
-
-#[derive(Debug, Clone)]
-struct Case {
-    name: String,
-    failure: Option<(String, String)>,
-    skipped: bool,
-}
-
-fn parse_junit(xml: &str) -> Vec<Case> {
-    let doc = roxmltree::Document::parse(xml).expect("JUnit is well-formed XML");
-    doc.descendants()
-        .filter(|n| n.has_tag_name("testcase"))
-        .map(|n| Case {
-            name: n.attribute("name").unwrap_or("").to_string(),
-            failure: n
-                .children()
-                .find(|c| c.has_tag_name("failure") || c.has_tag_name("error"))
-                .map(|f| {
-                    (
-                        f.attribute("message").unwrap_or("").to_string(),
-                        f.text().unwrap_or("").to_string(),
-                    )
-                }),
-            skipped: n.children().any(|c| c.has_tag_name("skipped")),
-        })
-        .collect()
-}
-
-fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
-    cases.iter().find(|c| c.name == name).unwrap_or_else(|| {
-        panic!(
-            "no testcase {name:?} in {:#?}",
-            cases.iter().map(|c| &c.name).collect::<Vec<_>>()
-        )
-    })
 }
 
 fn all_pass(cases: &[Case], prefix: &str) {

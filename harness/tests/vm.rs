@@ -6,7 +6,7 @@
 //! The kernel is `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`).
 
 mod common;
-use common::enabled;
+use common::{case, enabled, parse_junit, Case};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -70,45 +70,6 @@ fn harness(topology: &str, suite: &str, extra: &[&str]) -> Run {
         .output()
         .unwrap();
     Run { out, dir }
-}
-
-#[derive(Debug, Clone)]
-struct Case {
-    name: String,
-    failure: Option<(String, String)>,
-    skipped: bool,
-}
-
-fn parse_junit(xml: &str) -> Vec<Case> {
-    let doc = roxmltree::Document::parse(xml).expect("JUnit is well-formed XML");
-    doc.descendants()
-        .filter(|n| n.has_tag_name("testcase"))
-        .map(|n| {
-            let failure = n
-                .children()
-                .find(|c| c.has_tag_name("failure") || c.has_tag_name("error"))
-                .map(|f| {
-                    (
-                        f.attribute("message").unwrap_or("").to_string(),
-                        f.text().unwrap_or("").to_string(),
-                    )
-                });
-            Case {
-                name: n.attribute("name").unwrap_or("").to_string(),
-                failure,
-                skipped: n.children().any(|c| c.has_tag_name("skipped")),
-            }
-        })
-        .collect()
-}
-
-fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
-    cases.iter().find(|c| c.name == name).unwrap_or_else(|| {
-        panic!(
-            "no testcase {name:?} in {:#?}",
-            cases.iter().map(|c| &c.name).collect::<Vec<_>>()
-        )
-    })
 }
 
 fn assert_pass(cases: &[Case], name: &str) {

@@ -13,3 +13,48 @@ pub fn enabled() -> bool {
     eprintln!("skipping VM test: set HARNESS_VM_TESTS=1 to boot real VMs");
     false
 }
+
+/// One `<testcase>` of a JUnit report, as the tests look at it.
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // not every test file uses every helper
+pub struct Case {
+    /// `binary/case`.
+    pub name: String,
+    /// `(message, text)` of a `<failure>` or `<error>`.
+    pub failure: Option<(String, String)>,
+    /// Has a `<skipped>`.
+    pub skipped: bool,
+}
+
+/// Every `<testcase>` of a JUnit document (which must be well-formed XML).
+#[allow(dead_code)]
+pub fn parse_junit(xml: &str) -> Vec<Case> {
+    let doc = roxmltree::Document::parse(xml).expect("JUnit is well-formed XML");
+    doc.descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .map(|n| Case {
+            name: n.attribute("name").unwrap_or("").to_string(),
+            failure: n
+                .children()
+                .find(|c| c.has_tag_name("failure") || c.has_tag_name("error"))
+                .map(|f| {
+                    (
+                        f.attribute("message").unwrap_or("").to_string(),
+                        f.text().unwrap_or("").to_string(),
+                    )
+                }),
+            skipped: n.children().any(|c| c.has_tag_name("skipped")),
+        })
+        .collect()
+}
+
+/// The case named `name`; panics listing the names there are.
+#[allow(dead_code)]
+pub fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
+    cases.iter().find(|c| c.name == name).unwrap_or_else(|| {
+        panic!(
+            "no testcase {name:?} in {:#?}",
+            cases.iter().map(|c| &c.name).collect::<Vec<_>>()
+        )
+    })
+}
