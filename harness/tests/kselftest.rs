@@ -57,8 +57,14 @@ const PROGRAMS: &[&str] = &[
 ];
 
 /// Timing-sensitive under TCG (docs/kselftest.md): may fail, never skip.
+/// The same list is matrix.yaml's `known_failures` for kselftest-futex.
 fn tcg_flaky(name: &str) -> bool {
-    name.starts_with("futex_requeue_pi/args.t_5000")
+    let requeue_pi = name.strip_prefix("futex_requeue_pi/args.");
+    // 500 us timeouts run out before the requeue; the broadcast waker
+    // retries CMP_REQUEUE_PI 1000 times without sleeping and gives up
+    // when an emulated waiter is descheduled between counting itself
+    // blocked and entering the kernel (2 host cores, 8 vCPUs).
+    requeue_pi.is_some_and(|v| v.starts_with("t_5000") || v.contains("_broadcast"))
         || name == "robust_list/global.test_robust_list_multiple_elements"
 }
 
