@@ -361,7 +361,7 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     eprintln!("harness: building guest binaries");
     let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build).await??;
 
-    let shares = share_setup(&args, &kernel, explicit_shares).await?;
+    let shares = share_setup(&args, &kernel, &image, explicit_shares).await?;
 
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone()).context("installing signal handlers")?;
@@ -540,9 +540,10 @@ async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
 async fn share_setup(
     args: &RunArgs,
     kernel: &KernelSpec,
+    image: &std::path::Path,
     explicit: Vec<harness::share::ShareSpec>,
 ) -> anyhow::Result<harness::share::ShareSetup> {
-    use harness::share::{self, KernelSupport};
+    use harness::share;
     let artifacts = !args.no_artifacts;
     if !artifacts && explicit.is_empty() {
         return Ok(share::ShareSetup::none());
@@ -557,8 +558,10 @@ async fn share_setup(
                     .await?,
             )
         }
-        #[allow(unreachable_patterns)]
-        (Ok(_), _) => Some(KernelSupport::AssumedBuiltIn),
+        (Ok(_), _) => {
+            let image = image.to_path_buf();
+            Some(tokio::task::spawn_blocking(move || share::image_support(&image)).await?)
+        }
     };
     let setup = share::decide(explicit, artifacts, daemon, support)?;
     for n in &setup.notes {

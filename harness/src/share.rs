@@ -290,7 +290,13 @@ impl ShareSetup {
 pub enum KernelSupport {
     /// Known: these modules (maybe none: built in) make virtiofs work.
     Known(KernelModules),
-    /// Not known (a `path:` kernel): assumed built in; the guest says if not.
+    /// Built in, per the kernel's `.config` (source-built kernels).
+    BuiltIn {
+        /// The config file read.
+        config: PathBuf,
+    },
+    /// Not known (a `path:` kernel without a config beside it): assumed
+    /// built in; the guest says if not.
     AssumedBuiltIn,
     /// Known not to work.
     Missing(String),
@@ -336,6 +342,13 @@ pub fn decide(
             notes.push(format!("virtiofs: {}", modules::describe(&m)));
             m.load_order
         }
+        Some(KernelSupport::BuiltIn { config }) => {
+            notes.push(format!(
+                "virtiofs: built in (CONFIG_VIRTIO_FS=y, CONFIG_VIRTIO_PCI=y in {})",
+                config.display()
+            ));
+            Vec::new()
+        }
         _ => Vec::new(),
     };
     Ok(ShareSetup {
@@ -364,6 +377,60 @@ pub fn debian_support(mirror: Option<&str>, version: &str) -> KernelSupport {
     match r {
         Ok(m) => KernelSupport::Known(m),
         Err(e) => KernelSupport::Missing(format!("kernel without virtiofs: {e}")),
+    }
+}
+
+/// The options a kernel without modules needs for a share.
+const BUILT_IN_OPTIONS: &[&str] = &["CONFIG_VIRTIO_PCI", "CONFIG_VIRTIO_FS"];
+
+/// Where a kernel image's `.config` is: `config` beside a cached
+/// `harness kernel build` image, `.config` beside the image, or the build
+/// tree's `.config` of an `arch/x86/boot/bzImage`.
+pub fn config_beside(image: &Path) -> Option<PathBuf> {
+    let dir = image.parent()?;
+    let mut candidates = vec![dir.join("config"), dir.join(".config")];
+    if image.ends_with("arch/x86/boot/bzImage") {
+        candidates.extend(dir.ancestors().nth(3).map(|t| t.join(".config")));
+    }
+    candidates.into_iter().find(|c| c.is_file())
+}
+
+/// Whether a kernel whose `.config` reads `config` (at `path`) can mount
+/// virtiofs without modules (pure). Source-built guests load no modules,
+/// so `=m` is as good as absent.
+pub fn support_from_config(path: &Path, config: &str) -> KernelSupport {
+    let missing: Vec<&str> = BUILT_IN_OPTIONS
+        .iter()
+        .copied()
+        .filter(|opt| {
+            !config
+                .lines()
+                .any(|l| l.trim().strip_prefix(*opt) == Some("=y"))
+        })
+        .collect();
+    if missing.is_empty() {
+        KernelSupport::BuiltIn {
+            config: path.to_path_buf(),
+        }
+    } else {
+        KernelSupport::Missing(format!(
+            "kernel without virtiofs: {} not built in per {} (source-built guests \
+             load no modules; kernels/fragments/guest.config sets them)",
+            missing.join(", "),
+            path.display()
+        ))
+    }
+}
+
+/// What a `source:` or `path:` kernel image can do, from the `.config`
+/// next to it (blocking: reads a file); no config found: assumed built in.
+pub fn image_support(image: &Path) -> KernelSupport {
+    match config_beside(image) {
+        Some(path) => match std::fs::read_to_string(&path) {
+            Ok(text) => support_from_config(&path, &text),
+            Err(e) => KernelSupport::Missing(format!("reading {}: {e}", path.display())),
+        },
+        None => KernelSupport::AssumedBuiltIn,
     }
 }
 
@@ -822,6 +889,74 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("also used"), "{e}");
+    }
+
+    #[test]
+    fn source_kernel_support_comes_from_its_config() {
+        let p = Path::new("/cache/kbuild/images/7.3/k/config");
+        let full = "CONFIG_VIRTIO=y\nCONFIG_VIRTIO_PCI=y\nCONFIG_FUSE_FS=y\nCONFIG_VIRTIO_FS=y\n";
+        assert!(matches!(
+            support_from_config(p, full),
+            KernelSupport::BuiltIn { ref config } if config == p
+        ));
+        let modular = "CONFIG_VIRTIO_PCI=y\nCONFIG_VIRTIO_FS=m\n";
+        let KernelSupport::Missing(why) = support_from_config(p, modular) else {
+            panic!("=m is not enough without modules")
+        };
+        assert!(
+            why.contains("CONFIG_VIRTIO_FS not built in per /cache"),
+            "{why}"
+        );
+        let none = "# CONFIG_VIRTIO_PCI is not set\n";
+        let KernelSupport::Missing(why) = support_from_config(p, none) else {
+            panic!()
+        };
+        assert!(why.contains("CONFIG_VIRTIO_PCI, CONFIG_VIRTIO_FS"), "{why}");
+        // A prefix is not the option.
+        let prefix = "CONFIG_VIRTIO_PCI_LEGACY=y\nCONFIG_VIRTIO_FS=y\n";
+        assert!(matches!(
+            support_from_config(p, prefix),
+            KernelSupport::Missing(_)
+        ));
+        let s = decide(
+            vec![],
+            true,
+            Ok("/v".into()),
+            Some(support_from_config(p, full)),
+        )
+        .unwrap();
+        assert!(s.active() && s.modules.is_empty());
+        assert!(
+            s.notes[0].contains("built in (CONFIG_VIRTIO_FS=y"),
+            "{:?}",
+            s.notes
+        );
+    }
+
+    #[test]
+    fn config_is_found_beside_cached_images_and_in_build_trees() {
+        let d = tempfile::tempdir().unwrap();
+        let cached = d.path().join("images/7.3/key");
+        std::fs::create_dir_all(&cached).unwrap();
+        std::fs::write(cached.join("bzImage"), b"").unwrap();
+        assert_eq!(config_beside(&cached.join("bzImage")), None);
+        std::fs::write(cached.join("config"), b"").unwrap();
+        assert_eq!(
+            config_beside(&cached.join("bzImage")),
+            Some(cached.join("config"))
+        );
+        let tree = d.path().join("linux");
+        let boot = tree.join("arch/x86/boot");
+        std::fs::create_dir_all(&boot).unwrap();
+        std::fs::write(tree.join(".config"), b"").unwrap();
+        assert_eq!(
+            config_beside(&boot.join("bzImage")),
+            Some(tree.join(".config"))
+        );
+        assert!(matches!(
+            image_support(&d.path().join("nowhere/bzImage")),
+            KernelSupport::AssumedBuiltIn
+        ));
     }
 
     #[test]
