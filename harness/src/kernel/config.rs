@@ -240,6 +240,10 @@ pub struct Explanation {
     pub depends: Vec<String>,
     /// The `&&` terms of those lines that are false in `.config`, with values.
     pub unmet: Vec<String>,
+    /// Enclosing `if EXPR` blocks of the definitions that are false in
+    /// `.config` (`EXPR (SYM=n) at file:line`): a hidden dependency that
+    /// `depends on` does not show (LKDTM inside `if RUNTIME_TESTING_MENU`).
+    pub unmet_if: Vec<String>,
     /// Whether any definition has a prompt (else only `select`/defaults set it).
     pub has_prompt: bool,
     /// `select SYM` sites (`file:line: config OTHER`), when it has no prompt.
@@ -260,6 +264,9 @@ impl fmt::Display for Explanation {
         }
         if !self.unmet.is_empty() {
             write!(f, "; unmet: {}", self.unmet.join(", "))?;
+        }
+        for i in &self.unmet_if {
+            write!(f, "; inside `if {i}`, which is false")?;
         }
         if !self.has_prompt {
             write!(
@@ -315,6 +322,8 @@ pub fn explain(files: &[(String, String)], sym: &str, values: &Values) -> Explan
     let mut ex = Explanation::default();
     for (name, text) in files {
         let lines = join_continuations(text);
+        // Open `if` blocks of this file: (line, condition).
+        let mut ifs: Vec<(usize, String)> = Vec::new();
         let mut i = 0;
         while i < lines.len() {
             let (lno, ref l) = lines[i];
@@ -322,8 +331,25 @@ pub fn explain(files: &[(String, String)], sym: &str, values: &Values) -> Explan
             let mut words = t.split_whitespace();
             let kw = words.next().unwrap_or("");
             let arg = words.next().unwrap_or("");
+            match kw {
+                "if" => ifs.push((lno, t[2..].trim().to_string())),
+                "endif" => {
+                    ifs.pop();
+                }
+                _ => {}
+            }
             if (kw == "config" || kw == "menuconfig") && arg == sym {
                 ex.defined_at.push(format!("{name}:{lno}"));
+                for (at, cond) in &ifs {
+                    if eval(cond, values) == 0 {
+                        let vals = term_symbols(cond)
+                            .into_iter()
+                            .map(|s| format!("{s}={}", values.get(&s)))
+                            .collect::<Vec<_>>();
+                        ex.unmet_if
+                            .push(format!("{cond} ({}) at {name}:{at}", vals.join(", ")));
+                    }
+                }
                 let mut j = i + 1;
                 while j < lines.len() {
                     let body = lines[j].1.trim();
@@ -747,6 +773,35 @@ mod tests {
         assert_eq!(eval("", &v), 0);
         assert_eq!(eval("((((", &v), 0);
         assert_eq!(split_and("A && (B || C) && !D"), ["A", "(B || C)", "!D"]);
+    }
+
+    #[test]
+    fn names_an_enclosing_if_that_is_false() {
+        // lib/Kconfig.debug of 7.3: LKDTM's own dependency is met, the
+        // menu around it is not (what tinyconfig does).
+        let kconfig = "menuconfig RUNTIME_TESTING_MENU\n\tbool \"Runtime Testing\"\n\tdefault y\n\nif RUNTIME_TESTING_MENU\n\nconfig TEST_X\n\ttristate \"x\"\n\nendif # RUNTIME_TESTING_MENU\n\nif DEBUG_FS\nconfig LKDTM\n\ttristate \"Linux Kernel Dump Test Tool Module\"\n\tdepends on DEBUG_FS\nendif\n";
+        // LKDTM is in two `if`s here: only the false one is named.
+        let kconfig = kconfig.replace("endif # RUNTIME_TESTING_MENU\n\n", "");
+        let files = vec![("lib/Kconfig.debug".to_string(), kconfig)];
+        let v = Values::parse("CONFIG_DEBUG_FS=y\n");
+        let ex = explain(&files, "LKDTM", &v);
+        assert!(ex.unmet.is_empty(), "{ex:?}");
+        assert_eq!(
+            ex.unmet_if,
+            ["RUNTIME_TESTING_MENU (RUNTIME_TESTING_MENU=n) at lib/Kconfig.debug:5"]
+        );
+        let msg = ex.to_string();
+        assert!(
+            msg.contains("inside `if RUNTIME_TESTING_MENU (RUNTIME_TESTING_MENU=n) at lib/Kconfig.debug:5`, which is false"),
+            "{msg}"
+        );
+        // After its endif, TEST_X-like symbols are not inside it.
+        let ex = explain(
+            &files,
+            "TEST_X",
+            &Values::parse("CONFIG_RUNTIME_TESTING_MENU=y\n"),
+        );
+        assert!(ex.unmet_if.is_empty(), "{ex:?}");
     }
 
     #[test]
