@@ -5,9 +5,9 @@
 //! (like `vm.rs`; under `CI` without it they fail). The others (corpus
 //! replay, fake QEMU binaries, the kernel cache against a local fake
 //! mirror, signals during a fetch) always run. The kernel is
-//! `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`); the LKDTM tests need
-//! `$HARNESS_LKDTM_KERNEL` (`path:` a kernel with `CONFIG_LKDTM=y`) and
-//! say they are blocked without it.
+//! `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`); the LKDTM tests boot
+//! `$HARNESS_LKDTM_KERNEL`, else `$HARNESS_SOURCE_KERNEL` (`source:7.3`,
+//! whose guest fragment has `CONFIG_LKDTM=y`; `cargo xtask ci` builds it).
 
 mod common;
 use common::{case, enabled, parse_junit, Case};
@@ -645,15 +645,13 @@ fn hung_task_report_fails_the_test_that_caused_it() {
     all_pass(&cases, "smoke-after/");
 }
 
+/// A kernel with CONFIG_LKDTM: `$HARNESS_LKDTM_KERNEL`, else the
+/// source-built kernel (its guest fragment has LKDTM; Debian's cloud
+/// kernel has not).
 fn lkdtm_kernel() -> Option<String> {
-    let k = std::env::var("HARNESS_LKDTM_KERNEL").ok();
-    if k.is_none() {
-        eprintln!(
-            "BLOCKED: set HARNESS_LKDTM_KERNEL=path:<bzImage with CONFIG_LKDTM=y> \
-             (Debian's cloud kernel has no LKDTM)"
-        );
-    }
-    k
+    std::env::var("HARNESS_LKDTM_KERNEL")
+        .ok()
+        .or_else(common::source_kernel)
 }
 
 #[test]

@@ -58,3 +58,27 @@ pub fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
         )
     })
 }
+
+/// The source-built kernel the VM tests boot next to Debian's
+/// (`$HARNESS_SOURCE_KERNEL`, which `cargo xtask ci` sets to `source:7.3`
+/// after building it: guest fragment with LKDTM, virtiofs, IA32 compat).
+/// Unset: `None` and a note; under `CI` unset is an error, so those tests
+/// never pass silently there.
+#[allow(dead_code)]
+pub fn source_kernel() -> Option<String> {
+    if let Some(k) = std::env::var("HARNESS_SOURCE_KERNEL")
+        .ok()
+        .filter(|k| !k.is_empty())
+    {
+        return Some(k);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but HARNESS_SOURCE_KERNEL is not: `cargo xtask ci` builds source:7.3 and sets it"
+    );
+    eprintln!(
+        "skipping the source-kernel part: set HARNESS_SOURCE_KERNEL=source:7.3 \
+         (`harness kernel build 7.3` first), as `cargo xtask ci` does"
+    );
+    None
+}
