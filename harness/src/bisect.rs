@@ -16,6 +16,8 @@
 //! For tests, `--step-command` (hidden) replaces build + boot with a shell
 //! command run in the tree (its exit status is one repetition's verdict).
 
+pub mod metric;
+
 use crate::matrix::glob;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
