@@ -542,19 +542,16 @@ mod tests {
             &m,
             &t,
             &[Some(1200.0), None],
-            &["rep 2: b1024: failed: x".into()],
+            &["run 2: b1024: failed: x".into()],
         );
         assert_eq!((v, value), (Verdict::Good, Some(1200.0)));
         assert_eq!(
             why,
-            "ops_per_s_mean:b1024 1200 (median of 1200, -), not below the threshold <1000 (rep 2: b1024: failed: x)"
+            "ops_per_s_mean:b1024 1200 (median of 1200, -), not below the threshold <1000 (run 2: b1024: failed: x)"
         );
-        let (v, value, why) = judge(&m, &t, &[None], &["rep 1: b1024: skipped: no".into()]);
+        let (v, value, why) = judge(&m, &t, &[None], &["b1024: skipped: no".into()]);
         assert_eq!((v, value), (Verdict::Skip, None));
-        assert_eq!(
-            why,
-            "ops_per_s_mean:b1024: no value (rep 1: b1024: skipped: no)"
-        );
+        assert_eq!(why, "ops_per_s_mean:b1024: no value (b1024: skipped: no)");
         let (_, _, why) = judge(&m, &t, &[Some(5.0)], &[]);
         assert!(why.contains("5 (one run)"), "{why}");
         assert_eq!(
