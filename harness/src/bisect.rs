@@ -13,10 +13,18 @@
 //! console logs and JUnit under `<out>/steps/<n>-<commit>/`. The tree is put
 //! back (`git bisect reset`) on every exit path, Ctrl-C included.
 //!
+//! Performance bisection (`--metric`, `--threshold`, [`metric`]): the step
+//! runs the `bench` suite and judges the median of a bench number over the
+//! repetitions instead of the test verdicts.
+//!
 //! For tests, `--step-command` (hidden) replaces build + boot with a shell
-//! command run in the tree (its exit status is one repetition's verdict).
+//! command run in the tree (its exit status is one repetition's verdict; with
+//! `--metric`, the bench output it writes to `$HARNESS_BISECT_BENCH`).
+
+pub mod metric;
 
 use crate::matrix::glob;
+use metric::{Metric, Threshold};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -77,19 +85,33 @@ pub struct CommonArgs {
     #[arg(long, default_value = "nodes=2,cpus=2,mem=512M")]
     pub topology: String,
     /// `suite[/case glob]`, e.g. `futex/futex-prctl/*` (the glob is matched
-    /// against `binary/case` names; only binaries it can match run).
+    /// against `binary/case` names; only binaries it can match run); for the
+    /// bench suite `bench[/CONFIG glob]`, e.g. `bench/b1024,global`
+    /// (comma-separated globs select any of them).
     #[arg(long)]
     pub test: String,
     /// The bisect directory: steps.jsonl, per-step logs and JUnit, the
     /// object directory, bisect.log.
     #[arg(long, default_value = "bisect-out")]
     pub out: PathBuf,
-    /// Run each step this many times (flaky guard).
+    /// Run each step this many times (flaky guard; with --metric, the runs
+    /// whose median is compared with --threshold).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
-    /// With --repeat: a step is bad if any / all repetitions are bad.
-    #[arg(long, value_enum, default_value_t = BadIf::Any)]
+    /// With --repeat: a step is bad if any / all repetitions are bad (test
+    /// bisection; with --metric the median of the repetitions decides).
+    #[arg(long, value_enum, default_value_t = BadIf::Any, conflicts_with = "metric")]
     pub bad_if: BadIf,
+    /// Performance bisection: the bench number a step is judged by (with
+    /// --test bench[/CONFIG glob] and --threshold): ops_per_s_mean:CONFIG,
+    /// per_thread_mean:CONFIG or ratio:CONFIG/BASELINE.
+    #[arg(long, value_name = "NAME")]
+    pub metric: Option<String>,
+    /// With --metric: `<N` (bad when the median over --repeat runs is below
+    /// N) or `>N` (bad above N); N may end in k, M or G. Quote it for the
+    /// shell: --threshold '<0.8'.
+    #[arg(long, allow_hyphen_values = true)]
+    pub threshold: Option<String>,
     /// make -j (default: the number of CPUs).
     #[arg(long)]
     pub jobs: Option<usize>,
@@ -152,32 +174,105 @@ impl TestSel {
                 "--test {s:?}: expected suite[/case glob], e.g. futex/futex-prctl/*"
             )));
         }
-        let glob = glob
-            .filter(|g| !g.is_empty() && *g != "*")
-            .map(String::from);
+        let mut parts: Vec<String> = glob
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|g| !g.is_empty())
+            .map(String::from)
+            .collect();
+        if suite == BENCH_SUITE {
+            // Its cases are `futex-bench/CONFIG`: the glob names configurations.
+            for p in &mut parts {
+                if p != BENCH_BINARY && !p.starts_with(&format!("{BENCH_BINARY}/")) {
+                    *p = format!("{BENCH_BINARY}/{p}");
+                }
+            }
+        }
+        let everything = parts.is_empty()
+            || parts
+                .iter()
+                .any(|p| p == "*" || (suite == BENCH_SUITE && p == &format!("{BENCH_BINARY}/*")));
         Ok(TestSel {
             suite: suite.into(),
-            glob,
+            glob: (!everything).then(|| parts.join(",")),
         })
+    }
+
+    /// The comma-separated globs.
+    fn globs(&self) -> impl Iterator<Item = &str> {
+        self.glob.iter().flat_map(|g| g.split(','))
     }
 
     /// Whether the suite test (binary) `name` can hold selected cases.
     pub fn binary_selected(&self, name: &str) -> bool {
-        match &self.glob {
-            None => true,
-            Some(g) => {
+        self.glob.is_none()
+            || self.globs().any(|g| {
                 let first = g.split('/').next().unwrap_or(g);
                 glob::matches(first, name) || glob::matches(g, name)
-            }
-        }
+            })
     }
 
-    /// Whether the case `name` (`binary/case`) is selected: the glob
+    /// Whether the case `name` (`binary/case`) is selected: a glob
     /// matches it or one of its parents.
     pub fn case_selected(&self, name: &str) -> bool {
-        match &self.glob {
-            None => true,
-            Some(g) => glob::matches(g, name) || glob::matches(&format!("{g}/*"), name),
+        self.glob.is_none()
+            || self
+                .globs()
+                .any(|g| glob::matches(g, name) || glob::matches(&format!("{g}/*"), name))
+    }
+
+    /// Whether the bench configuration `config` is selected (its case is
+    /// `futex-bench/CONFIG`).
+    pub fn config_selected(&self, config: &str) -> bool {
+        self.case_selected(&format!("{BENCH_BINARY}/{config}"))
+    }
+}
+
+/// The suite of performance bisection.
+pub const BENCH_SUITE: &str = "bench";
+/// Its one binary.
+const BENCH_BINARY: &str = "futex-bench";
+
+/// The configuration specs of the bench suite that `sel` selects on a
+/// topology of `nodes` nodes (the standard set, in its order).
+pub fn bench_specs(sel: &TestSel, nodes: usize) -> Vec<String> {
+    guest_tests::bench::standard_set(nodes)
+        .into_iter()
+        .filter(|s| sel.config_selected(spec_name(s)))
+        .collect()
+}
+
+fn spec_name(spec: &str) -> &str {
+    spec.split(':').next().unwrap_or(spec)
+}
+
+/// `--metric` with `--threshold`: what a performance bisection judges.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Perf {
+    /// The bench number.
+    pub metric: Metric,
+    /// Its bad side.
+    pub threshold: Threshold,
+}
+
+impl Perf {
+    /// `--metric`/`--threshold` of `c` (`None`: a test bisection). Both or
+    /// neither; `--metric` only over the bench suite.
+    pub fn of(c: &CommonArgs) -> Result<Option<Perf>, BisectError> {
+        let usage = |e: metric::MetricError| BisectError::Usage(e.to_string());
+        match (&c.metric, &c.threshold) {
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(BisectError::Usage(
+                "--metric needs --threshold, e.g. --threshold '<0.8' (bad below 0.8)".into(),
+            )),
+            (None, Some(_)) => Err(BisectError::Usage(
+                "--threshold needs --metric (the bench number it applies to)".into(),
+            )),
+            (Some(m), Some(t)) => Ok(Some(Perf {
+                metric: Metric::parse(m).map_err(usage)?,
+                threshold: Threshold::parse(t).map_err(usage)?,
+            })),
         }
     }
 }
@@ -314,6 +409,18 @@ pub struct StepRecord {
     pub run_seconds: f64,
     /// Where the step's logs are.
     pub dir: PathBuf,
+    /// `--metric` (performance bisection only, like the fields below).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+    /// `--threshold`, normalised (`<1200000` for `<1.2M`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold: Option<String>,
+    /// Each repetition's metric value (null: that repetition gave none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<Option<f64>>,
+    /// The median of `values`: what the verdict compares with the threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
 }
 
 impl StepRecord {
@@ -344,6 +451,7 @@ pub fn validate(c: &CommonArgs) -> Result<(TestSel, crate::topology::Topology), 
     }
     let sel = TestSel::parse(&c.test)?;
     let topo = topology(&c.topology)?;
+    let perf = Perf::of(c)?;
     if c.step_command.is_none() {
         crate::suite::builtin(&sel.suite, None)
             .map_err(|e| BisectError::Usage(format!("--test: {e}")))?;
@@ -353,8 +461,57 @@ pub fn validate(c: &CommonArgs) -> Result<(TestSel, crate::topology::Topology), 
                 c.kernel
             )));
         }
+        if sel.suite == BENCH_SUITE && bench_specs(&sel, topo.nodes().len()).is_empty() {
+            return Err(BisectError::Usage(format!(
+                "--test {}: no configuration of the bench suite matches; it has: {}",
+                c.test,
+                bench_names(topo.nodes().len())
+            )));
+        }
+    }
+    if let Some(p) = &perf {
+        check_perf(c, p, &sel, topo.nodes().len())?;
     }
     Ok((sel, topo))
+}
+
+fn bench_names(nodes: usize) -> String {
+    guest_tests::bench::standard_set(nodes)
+        .iter()
+        .map(|s| spec_name(s))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A metric needs the bench suite, and the configurations it names must
+/// run (they are in the suite, and `--test` selects them).
+fn check_perf(c: &CommonArgs, p: &Perf, sel: &TestSel, nodes: usize) -> Result<(), BisectError> {
+    if sel.suite != BENCH_SUITE {
+        return Err(BisectError::Usage(format!(
+            "--metric {}: a bench number; use --test bench[/CONFIG glob], not --test {}",
+            p.metric, c.test
+        )));
+    }
+    let specs = guest_tests::bench::standard_set(nodes);
+    for cfg in p.metric.configs() {
+        if c.step_command.is_none() && !specs.iter().any(|s| spec_name(s) == cfg) {
+            return Err(BisectError::Usage(format!(
+                "--metric {}: {cfg:?} is not a configuration of the bench suite on {nodes} node(s); it has: {}",
+                p.metric,
+                bench_names(nodes)
+            )));
+        }
+        if !sel.config_selected(cfg) {
+            let all: Vec<&str> = p.metric.configs();
+            return Err(BisectError::Usage(format!(
+                "--metric {}: --test {} does not run configuration {cfg:?}; select it, e.g. --test 'bench/{}'",
+                p.metric,
+                c.test,
+                all.join(",")
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A topology spec, or a topology name of the workspace's matrix.yaml.
@@ -527,14 +684,25 @@ pub fn step_argv(c: &CommonArgs, phase: &str) -> Vec<String> {
         abs(&c.out).display().to_string(),
         "--repeat".into(),
         c.repeat.to_string(),
-        "--bad-if".into(),
-        match c.bad_if {
-            BadIf::Any => "any".into(),
-            BadIf::All => "all".into(),
-        },
         "--timeout-scale".into(),
         c.timeout_scale.to_string(),
     ];
+    match (&c.metric, &c.threshold) {
+        (Some(m), Some(t)) => v.extend([
+            "--metric".into(),
+            m.clone(),
+            "--threshold".into(),
+            t.clone(),
+        ]),
+        // --bad-if conflicts with --metric.
+        _ => v.extend([
+            "--bad-if".into(),
+            match c.bad_if {
+                BadIf::Any => "any".into(),
+                BadIf::All => "all".into(),
+            },
+        ]),
+    }
     if let Some(j) = c.jobs {
         v.extend(["--jobs".into(), j.to_string()]);
     }
@@ -587,6 +755,7 @@ pub struct Outcome {
 pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, BisectError> {
     let c = &args.common;
     validate(c)?;
+    let perf = Perf::of(c)?;
     if c.step_command.is_none() {
         let dir = crate::kernel::definition::kernels_dir()
             .map_err(|e| BisectError::Usage(e.to_string()))?;
@@ -653,17 +822,30 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         }
         let got = Verdict::from_exit(code);
         if got != want {
-            let what = match got {
-                Verdict::Skip => "could not be tested (skip)".to_string(),
-                _ => format!("is {}, not {}", got.name(), want.name()),
-            };
             let o = finish(2, None);
             drop(guard);
-            let last = o
-                .steps
-                .last()
-                .map(|s| format!(" ({}; logs {})", s.reason, s.dir.display()))
-                .unwrap_or_default();
+            // The end's own record (none if its step died before writing it).
+            let rec = o.steps.last().filter(|s| s.phase == phase);
+            let (what, last) = match (got, rec, &perf) {
+                (Verdict::Good | Verdict::Bad, Some(r), Some(p)) if r.value.is_some() => (
+                    metric::end_mismatch(
+                        &p.metric.to_string(),
+                        &p.threshold,
+                        r.value.unwrap_or_default(),
+                        &r.values,
+                        want,
+                    ),
+                    format!(" (logs {})", r.dir.display()),
+                ),
+                _ => (
+                    match got {
+                        Verdict::Skip => "could not be tested (skip)".to_string(),
+                        _ => format!("is {}, not {}", got.name(), want.name()),
+                    },
+                    rec.map(|s| format!(" ({}; logs {})", s.reason, s.dir.display()))
+                        .unwrap_or_default(),
+                ),
+            };
             return Err(BisectError::Usage(format!(
                 "{opt} {} ({}) {what}{last}: nothing to bisect",
                 match phase {
@@ -735,6 +917,14 @@ pub fn report(o: &Outcome, run_output: &str) -> String {
             }
         }
     }
+    if let Some(r) = o.steps.iter().find(|r| r.metric.is_some()) {
+        let _ = writeln!(
+            s,
+            "metric: {}, threshold {} (a step's value: the median of its runs)",
+            r.metric.as_deref().unwrap_or_default(),
+            r.threshold.as_deref().unwrap_or_default()
+        );
+    }
     let _ = writeln!(s, "steps:");
     for r in &o.steps {
         let _ = writeln!(
@@ -772,27 +962,58 @@ pub async fn step(args: StepArgs) -> u8 {
             return EXIT_SKIP;
         }
     };
+    let perf = match Perf::of(c) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness: bisect-step: {e}");
+            return EXIT_SKIP;
+        }
+    };
     let n = read_steps(&c.out).len() + 1;
     let dir = c.out.join("steps").join(format!("{n:03}-{}", &id[..12]));
     let _ = std::fs::create_dir_all(&dir);
     let cancel = tokio_util::sync::CancellationToken::new();
     let _ = crate::signals::install(cancel.clone());
-    let (reps, reason, build_s, run_s) = match &c.step_command {
-        Some(cmd) => command_reps(c, cmd, &id, &dir),
-        None => kernel_reps(c, &dir, &cancel).await,
+    let r = match &c.step_command {
+        Some(cmd) => command_reps(c, perf.as_ref(), cmd, &id, &dir),
+        None => kernel_reps(c, perf.as_ref(), &dir, &cancel).await,
     };
-    let verdict = combine(&reps, c.bad_if);
+    let verdicts: Vec<Verdict> = r.reps.iter().map(|x| x.verdict).collect();
+    let values: Vec<Option<f64>> = match &perf {
+        Some(_) => r.reps.iter().map(|x| x.value).collect(),
+        None => Vec::new(),
+    };
+    let (verdict, value, reason) = match &perf {
+        Some(p) => {
+            let misses: Vec<String> = r
+                .reps
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.value.is_none())
+                .map(|(i, x)| match r.reps.len() {
+                    1 => x.why.clone(),
+                    _ => format!("run {}: {}", i + 1, x.why),
+                })
+                .collect();
+            metric::judge(&p.metric, &p.threshold, &values, &misses)
+        }
+        None => (combine(&verdicts, c.bad_if), None, r.reason),
+    };
     let rec = StepRecord {
         step: n,
         phase: args.phase.clone(),
         commit: id.clone(),
         subject,
         verdict,
-        reps,
+        reps: verdicts,
         reason,
-        build_seconds: build_s,
-        run_seconds: run_s,
+        build_seconds: r.build_s,
+        run_seconds: r.run_s,
         dir,
+        metric: perf.as_ref().map(|p| p.metric.to_string()),
+        threshold: perf.as_ref().map(|p| p.threshold.to_string()),
+        values,
+        value,
     };
     let path = c.out.join("steps.jsonl");
     let appended = std::fs::OpenOptions::new()
@@ -817,44 +1038,122 @@ pub async fn step(args: StepArgs) -> u8 {
     verdict.exit_code()
 }
 
-/// Repetitions through `--step-command`.
-fn command_reps(
-    c: &CommonArgs,
-    cmd: &str,
-    id: &str,
-    dir: &Path,
-) -> (Vec<Verdict>, String, f64, f64) {
+/// What one repetition said.
+#[derive(Debug, Clone, PartialEq)]
+struct Rep {
+    /// Test bisection: from the cases; metric: the value against the threshold.
+    verdict: Verdict,
+    /// The metric's value (performance bisection).
+    value: Option<f64>,
+    /// Why (failed cases; why there is no value).
+    why: String,
+}
+
+impl Rep {
+    fn skip(why: impl Into<String>) -> Rep {
+        Rep {
+            verdict: Verdict::Skip,
+            value: None,
+            why: why.into(),
+        }
+    }
+
+    /// A repetition of a performance bisection from the bench output it
+    /// produced (`None`: no output at all).
+    fn measured(p: &Perf, ktap: Option<&str>, none: &str) -> Rep {
+        match ktap.map(|k| p.metric.value(k)) {
+            Some(Ok(v)) => Rep {
+                verdict: p.threshold.verdict(Some(v)),
+                value: Some(v),
+                why: String::new(),
+            },
+            Some(Err(e)) => Rep::skip(e),
+            None => Rep::skip(none),
+        }
+    }
+}
+
+/// A step's repetitions.
+struct Reps {
+    reps: Vec<Rep>,
+    /// The test bisection's reason (the repetitions' reasons).
+    reason: String,
+    build_s: f64,
+    run_s: f64,
+}
+
+/// Repetitions through `--step-command`. With a metric the command writes
+/// bench output (`# BENCH` lines) to `$HARNESS_BISECT_BENCH`, which is
+/// `run-<k>/results.ktap` like a real run's; its exit status then only
+/// counts as 125 (skip).
+fn command_reps(c: &CommonArgs, perf: Option<&Perf>, cmd: &str, id: &str, dir: &Path) -> Reps {
     let t = Instant::now();
     let mut reps = Vec::new();
     for i in 0..c.repeat {
-        let out = Command::new("sh")
+        let run_dir = dir.join(format!("run-{}", i + 1));
+        let bench = run_dir.join("results.ktap");
+        let mut command = Command::new("sh");
+        command
             .args(["-c", cmd])
             .current_dir(&c.tree)
             .env("HARNESS_BISECT_COMMIT", id)
             .env("HARNESS_BISECT_REP", i.to_string())
             .env("HARNESS_BISECT_STEP_DIR", dir)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status();
-        reps.push(Verdict::from_exit(out.ok().and_then(|s| s.code())));
-        if decided(&reps, c.bad_if) {
+            .stdout(Stdio::null());
+        if perf.is_some() {
+            let _ = std::fs::create_dir_all(&run_dir);
+            let _ = std::fs::remove_file(&bench);
+            command.env("HARNESS_BISECT_BENCH", &bench);
+        }
+        let verdict = Verdict::from_exit(command.status().ok().and_then(|s| s.code()));
+        let rep = match perf {
+            None => Rep {
+                verdict,
+                value: None,
+                why: verdict.name().into(),
+            },
+            Some(_) if verdict == Verdict::Skip => Rep::skip("step command: skip"),
+            Some(p) => Rep::measured(
+                p,
+                std::fs::read_to_string(&bench).ok().as_deref(),
+                "the step command wrote no bench output to $HARNESS_BISECT_BENCH",
+            ),
+        };
+        reps.push(rep);
+        let verdicts: Vec<Verdict> = reps.iter().map(|r| r.verdict).collect();
+        if perf.is_none() && decided(&verdicts, c.bad_if) {
             break;
         }
     }
     let reason = format!(
         "step command: {}",
-        reps.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
+        reps.iter()
+            .map(|r| r.verdict.name())
+            .collect::<Vec<_>>()
+            .join(",")
     );
-    (reps, reason, 0.0, t.elapsed().as_secs_f64())
+    Reps {
+        reps,
+        reason,
+        build_s: 0.0,
+        run_s: t.elapsed().as_secs_f64(),
+    }
 }
 
 /// Build + boot + test repetitions.
 async fn kernel_reps(
     c: &CommonArgs,
+    perf: Option<&Perf>,
     dir: &Path,
     cancel: &tokio_util::sync::CancellationToken,
-) -> (Vec<Verdict>, String, f64, f64) {
-    let skip = |why: String, b: f64| (vec![Verdict::Skip], why, b, 0.0);
+) -> Reps {
+    let skip = |why: String, b: f64| Reps {
+        reps: vec![Rep::skip(why.clone())],
+        reason: why,
+        build_s: b,
+        run_s: 0.0,
+    };
     let (sel, topology) = match validate(c) {
         Ok(v) => v,
         Err(e) => return skip(e.to_string(), 0.0),
@@ -918,6 +1217,11 @@ async fn kernel_reps(
         }
     };
     let tests: Vec<_> = match crate::suite::builtin(&sel.suite, expect.as_deref()) {
+        // Only the selected configurations: a bench run is minutes otherwise.
+        Ok(_) if sel.suite == BENCH_SUITE => vec![crate::bench::suite_test_with(
+            &bench_specs(&sel, topology.nodes().len()),
+            expect.as_deref(),
+        )],
         Ok(t) => t
             .into_iter()
             .filter(|t| sel.binary_selected(&t.name))
@@ -948,8 +1252,7 @@ async fn kernel_reps(
         Err(e) => return skip(e.to_string(), build_s),
     };
     let tr = Instant::now();
-    let mut reps = Vec::new();
-    let mut reasons = Vec::new();
+    let mut reps: Vec<Rep> = Vec::new();
     for i in 0..c.repeat {
         let spec = crate::cell::CellSpec {
             name: format!("bisect/{}/{}", c.topology, c.test),
@@ -970,27 +1273,45 @@ async fn kernel_reps(
             Ok(cell) => {
                 let report = crate::junit::report("harness bisect", std::slice::from_ref(&cell));
                 let _ = crate::junit::write_atomic(&report, &spec.out_dir.join("junit.xml"));
-                let cases = crate::verdict::cases(&cell);
-                let (v, why) = verdict_from_cases(&cases, &sel);
-                reps.push(v);
-                reasons.push(why);
+                reps.push(match perf {
+                    None => {
+                        let (verdict, why) =
+                            verdict_from_cases(&crate::verdict::cases(&cell), &sel);
+                        Rep {
+                            verdict,
+                            value: None,
+                            why,
+                        }
+                    }
+                    // The number decides, not the cases: a configuration
+                    // that failed or a VM that died just has no value.
+                    Some(p) => {
+                        let ktap = std::fs::read(spec.out_dir.join("results.ktap"))
+                            .map(|b| String::from_utf8_lossy(&b).into_owned());
+                        let mut r = Rep::measured(p, ktap.ok().as_deref(), "no results.ktap");
+                        if r.value.is_none() && !matches!(cell.end, crate::result::VmEnd::Finished)
+                        {
+                            r.why = format!("{}; {}", r.why, crate::verdict::describe(&cell.end));
+                        }
+                        r
+                    }
+                });
             }
-            Err(e) => {
-                reps.push(Verdict::Skip);
-                reasons.push(format!("cell: {e}"));
-            }
+            Err(e) => reps.push(Rep::skip(format!("cell: {e}"))),
         }
-        if cancel.is_cancelled() || decided(&reps, c.bad_if) {
+        let verdicts: Vec<Verdict> = reps.iter().map(|r| r.verdict).collect();
+        if cancel.is_cancelled() || (perf.is_none() && decided(&verdicts, c.bad_if)) {
             break;
         }
     }
+    let mut reasons: Vec<String> = reps.iter().map(|r| r.why.clone()).collect();
     reasons.dedup();
-    (
+    Reps {
         reps,
-        reasons.join("; "),
+        reason: reasons.join("; "),
         build_s,
-        tr.elapsed().as_secs_f64(),
-    )
+        run_s: tr.elapsed().as_secs_f64(),
+    }
 }
 
 fn first_line(s: &str) -> String {
@@ -1029,6 +1350,8 @@ mod tests {
             no_ccache: false,
             timeout_scale: 1.0,
             step_command: None,
+            metric: None,
+            threshold: None,
         }
     }
 
@@ -1053,6 +1376,98 @@ mod tests {
         assert!(TestSel::parse("").is_err());
         assert!(TestSel::parse("/x").is_err());
         assert!(TestSel::parse("fu*/x").is_err());
+    }
+
+    #[test]
+    fn bench_selection_names_configurations() {
+        let s = TestSel::parse("bench/b1024").unwrap();
+        assert_eq!(s.glob.as_deref(), Some("futex-bench/b1024"));
+        assert!(s.binary_selected("futex-bench"));
+        assert!(s.case_selected("futex-bench/b1024"));
+        assert!(s.config_selected("b1024") && !s.config_selected("b128"));
+        let s = TestSel::parse("bench/b1024, global").unwrap();
+        assert!(s.config_selected("b1024") && s.config_selected("global"));
+        assert!(!s.config_selected("global-pernode"));
+        assert_eq!(
+            bench_specs(&s, 2),
+            ["global:buckets=0", "b1024:buckets=1024"]
+        );
+        // The binary's own name is accepted too.
+        let s = TestSel::parse("bench/futex-bench/b*").unwrap();
+        assert!(s.config_selected("b16") && !s.config_selected("global"));
+        // b16, b128, b1024, b128-pernode.
+        assert_eq!(bench_specs(&s, 1).len(), 4);
+        for all in ["bench", "bench/*", "bench/futex-bench/*", "bench/b1,*"] {
+            assert_eq!(TestSel::parse(all).unwrap().glob, None, "{all}");
+        }
+        assert_eq!(
+            bench_specs(&TestSel::parse("bench").unwrap(), 2),
+            guest_tests::bench::standard_set(2)
+        );
+        assert!(bench_specs(&TestSel::parse("bench/nope").unwrap(), 2).is_empty());
+        // Comma lists for the other suites too.
+        let s = TestSel::parse("futex/futex-prctl/*,futex-numa/wake").unwrap();
+        assert!(s.binary_selected("futex-prctl") && s.binary_selected("futex-numa"));
+        assert!(!s.binary_selected("futex-mpol"));
+        assert!(s.case_selected("futex-numa/wake") && !s.case_selected("futex-numa/x"));
+    }
+
+    #[test]
+    fn metric_arguments() {
+        let perf = |m: Option<&str>, t: Option<&str>, test: &str| {
+            let mut c = common(test);
+            c.metric = m.map(String::from);
+            c.threshold = t.map(String::from);
+            validate(&c).map(|_| Perf::of(&c).unwrap())
+        };
+        let err = |m, t, test| match perf(m, t, test) {
+            Err(BisectError::Usage(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        let p = perf(Some("ratio:b1024/global"), Some("<0.8"), "bench")
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.metric.to_string(), "ratio:b1024/global");
+        assert!(p.threshold.is_bad(0.79));
+        assert!(perf(None, None, "bench").unwrap().is_none());
+        assert!(perf(Some("ops_per_s_mean:b1024"), Some(">1M"), "bench/b1024").is_ok());
+        let e = err(Some("ops_per_s_mean:b1024"), None, "bench");
+        assert!(e.contains("--metric needs --threshold"), "{e}");
+        let e = err(None, Some("<1"), "bench");
+        assert!(e.contains("--threshold needs --metric"), "{e}");
+        let e = err(Some("ops_total"), Some("<1"), "bench");
+        assert!(e.contains("valid metrics: ops_per_s_mean:CONFIG"), "{e}");
+        let e = err(Some("ops_per_s_mean:b1024"), Some("1000"), "bench");
+        assert!(e.contains("--threshold \"1000\": say which side"), "{e}");
+        let e = err(Some("ops_per_s_mean:b1024"), Some("<1"), "futex");
+        assert!(e.contains("use --test bench"), "{e}");
+        let e = err(Some("ratio:b1024/global"), Some("<1"), "bench/b1024");
+        assert!(e.contains("does not run configuration \"global\""), "{e}");
+        assert!(e.contains("--test 'bench/b1024,global'"), "{e}");
+        let e = err(Some("ops_per_s_mean:b7"), Some("<1"), "bench");
+        assert!(e.contains("not a configuration of the bench suite"), "{e}");
+        assert!(e.contains("global, b16,"), "{e}");
+        // The NUMA pair only exists on two nodes or more.
+        assert!(perf(Some("ops_per_s_mean:numa-own"), Some("<1"), "bench").is_ok());
+        let mut c = common("bench");
+        c.topology = "nodes=1,cpus=2,mem=256M".into();
+        c.metric = Some("ops_per_s_mean:numa-own".into());
+        c.threshold = Some("<1".into());
+        assert!(matches!(validate(&c), Err(BisectError::Usage(e)) if e.contains("on 1 node(s)")));
+        // With a step command the suite's configurations are not checked.
+        let mut c = common("bench");
+        c.metric = Some("ops_per_s_mean:b7".into());
+        c.threshold = Some("<1".into());
+        c.step_command = Some("true".into());
+        assert!(validate(&c).is_ok());
+        let e = match validate(&common("bench/nope")) {
+            Err(BisectError::Usage(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            e.contains("no configuration of the bench suite matches"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1178,6 +1593,10 @@ mod tests {
             build_seconds: 12.5,
             run_seconds: 40.0,
             dir: "o/steps/003-0123456789ab".into(),
+            metric: None,
+            threshold: None,
+            values: Vec::new(),
+            value: None,
         };
         let line = r.to_line();
         assert!(line.ends_with('\n'));
@@ -1192,7 +1611,22 @@ mod tests {
             format!("{line}garbage\n{line}"),
         )
         .unwrap();
-        assert_eq!(read_steps(d.path()), vec![r.clone(), r]);
+        assert_eq!(read_steps(d.path()), vec![r.clone(), r.clone()]);
+        // A test bisection's line has no metric fields ...
+        assert!(v.get("metric").is_none() && v.get("values").is_none());
+        // ... a performance bisection's has them, a run without a value as null.
+        let m = StepRecord {
+            metric: Some("ops_per_s_mean:b1024".into()),
+            threshold: Some("<1000".into()),
+            values: vec![Some(812.5), None, Some(790.0)],
+            value: Some(801.25),
+            ..r
+        };
+        let v: serde_json::Value = serde_json::from_str(&m.to_line()).unwrap();
+        assert_eq!(v["values"], serde_json::json!([812.5, null, 790.0]));
+        assert_eq!(v["value"], 801.25);
+        assert_eq!(v["threshold"], "<1000");
+        assert_eq!(serde_json::from_value::<StepRecord>(v).unwrap(), m);
     }
 
     #[test]
@@ -1234,5 +1668,22 @@ mod tests {
         assert_eq!(a.common.step_command.as_deref(), Some("make test"));
         assert_eq!(a.common.test, c.test);
         assert!(a.common.tree.is_absolute() && a.common.out.is_absolute());
+        // A metric travels, --bad-if (which conflicts with it) does not.
+        let mut c = common("bench/b1024");
+        c.repeat = 3;
+        c.metric = Some("ops_per_s_mean:b1024".into());
+        c.threshold = Some("<1.2M".into());
+        let argv = step_argv(&c, "bisect");
+        assert!(!argv.contains(&"--bad-if".to_string()));
+        let parse = |argv: Vec<String>| {
+            <P as clap::Parser>::try_parse_from(std::iter::once("h".to_string()).chain(argv))
+        };
+        let S::BisectStep(a) = parse(argv.clone()).unwrap().s;
+        assert_eq!(a.common.metric, c.metric);
+        assert_eq!(a.common.threshold.as_deref(), Some("<1.2M"));
+        let mut with_bad_if = argv;
+        with_bad_if.extend(["--bad-if".into(), "all".into()]);
+        let e = parse(with_bad_if).err().unwrap().to_string();
+        assert!(e.contains("--bad-if") && e.contains("--metric"), "{e}");
     }
 }

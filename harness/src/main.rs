@@ -57,7 +57,8 @@ enum Command {
     /// Kernels built from source (`kernels/<name>.yaml`).
     #[command(subcommand)]
     Kernel(KernelCmd),
-    /// Find the commit of a kernel tree that broke a test (git bisect; see docs/bisect.md).
+    /// Find the commit of a kernel tree that broke a test, or moved a bench
+    /// number past a threshold (--metric; git bisect; see docs/bisect.md).
     Bisect(harness::bisect::BisectArgs),
     /// One step of `harness bisect` (run by `git bisect run`).
     #[command(hide = true)]

@@ -55,6 +55,18 @@ struct Run {
 }
 
 fn bisect(tree: &Path, work: &Path, good: &str, bad: &str, cmd: &str, extra: &[&str]) -> Run {
+    bisect_test(tree, work, good, bad, "futex/futex-prctl/*", cmd, extra)
+}
+
+fn bisect_test(
+    tree: &Path,
+    work: &Path,
+    good: &str,
+    bad: &str,
+    test: &str,
+    cmd: &str,
+    extra: &[&str],
+) -> Run {
     let dir = work.join("out");
     let mut args = vec![
         "bisect",
@@ -69,7 +81,7 @@ fn bisect(tree: &Path, work: &Path, good: &str, bad: &str, cmd: &str, extra: &[&
         "--topology",
         "nodes=1,cpus=1,mem=256M",
         "--test",
-        "futex/futex-prctl/*",
+        test,
         "--out",
         dir.to_str().unwrap(),
         "--step-command",
@@ -342,6 +354,238 @@ fn interrupt_stops_the_step_and_resets_the_tree() {
     assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
     assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[3]);
     assert!(!tree.join(".git/BISECT_START").exists());
+}
+
+/// A step command standing in for a bench run: writes `# BENCH` summary
+/// lines (the format futex-bench prints) to `$HARNESS_BISECT_BENCH`. global
+/// runs at 1000 ops/s; b1024 at 1000 before commit `FROM`, 700 from it on;
+/// the second run of every step is an outlier (a stalled vCPU) on the other
+/// side: 50 before, 3000 after. The median of 3 ignores it (the mean would
+/// not: 683 before, 1467 after). At commit `SKIP` b1024 cannot run.
+const BENCH_CMD: &str = r#"
+v=$(cat value)
+b=1000; [ $v -ge FROM ] && b=700
+[ "$HARNESS_BISECT_REP" = 1 ] && { [ $b = 1000 ] && b=50 || b=3000; }
+s() { printf '  # BENCH {"kind":"summary","config":"%s","spec":"","total":{"n":3,"mean":%s,"sd":1,"min":%s,"max":%s},"per_thread":{"n":6,"mean":%s,"sd":1,"min":0,"max":0},"threads":2}
+' $1 $2 $2 $2 $(($2 / 2)); }
+{
+  echo 'KTAP version 1'
+  s global 1000
+  if [ $v = SKIP ]; then
+    echo '  # BENCH {"kind":"skip","config":"b1024","reason":"no private hash"}'
+  else
+    s b1024 $b
+  fi
+} > "$HARNESS_BISECT_BENCH"
+exit 1  # ignored with --metric: the number decides
+"#;
+
+fn bench_cmd(from: usize, skip: Option<usize>) -> String {
+    BENCH_CMD
+        .replace("FROM", &from.to_string())
+        .replace("SKIP", &skip.map_or("none".into(), |s| s.to_string()))
+}
+
+const RATIO: &[&str] = &[
+    "--metric",
+    "ratio:b1024/global",
+    "--threshold",
+    "<0.8",
+    "--repeat",
+    "3",
+];
+
+#[test]
+fn metric_bisection_finds_where_the_number_drops() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 12);
+    git(&tree, &["checkout", "-q", "-b", "topic", &ids[10]]);
+    let r = bisect_test(
+        &tree,
+        t.path(),
+        &ids[0],
+        &ids[11],
+        "bench/b1024,global",
+        &bench_cmd(7, None),
+        RATIO,
+    );
+    assert!(r.out.status.success(), "{}", text(&r.out));
+    let stdout = String::from_utf8_lossy(&r.out.stdout);
+    assert!(
+        stdout.contains(&format!("first bad commit: {}", ids[7])),
+        "{}",
+        text(&r.out)
+    );
+    assert!(
+        stdout.contains("metric: ratio:b1024/global, threshold <0.8"),
+        "{stdout}"
+    );
+    // The summary prints each step's runs and median.
+    assert!(
+        stdout.contains("ratio:b1024/global 0.7 (median of 0.7, 3, 0.7), below the threshold <0.8"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("ratio:b1024/global 1 (median of 1, 0.05, 1), not below the threshold <0.8"),
+        "{stdout}"
+    );
+    let s = steps(&r.dir);
+    assert_eq!(s[0]["phase"], "check-good");
+    assert_eq!(s[0]["verdict"], "good");
+    assert_eq!(s[0]["values"], serde_json::json!([1.0, 0.05, 1.0]));
+    assert_eq!(s[0]["value"], 1.0);
+    assert_eq!(s[0]["reps"], serde_json::json!(["good", "bad", "good"]));
+    assert_eq!(s[0]["metric"], "ratio:b1024/global");
+    assert_eq!(s[0]["threshold"], "<0.8");
+    assert_eq!(s[1]["phase"], "check-bad");
+    assert_eq!(s[1]["verdict"], "bad");
+    assert_eq!(s[1]["values"], serde_json::json!([0.7, 3.0, 0.7]));
+    assert_eq!(s[1]["value"], 0.7);
+    // Every step ran all 3 repetitions (no early stop: the median needs them)
+    // and its verdict is its median's side of the threshold.
+    for v in &s {
+        assert_eq!(v["values"].as_array().unwrap().len(), 3, "{v}");
+        let bad = v["value"].as_f64().unwrap() < 0.8;
+        assert_eq!(v["verdict"], if bad { "bad" } else { "good" }, "{v}");
+        let dir = PathBuf::from(v["dir"].as_str().unwrap());
+        assert!(dir.join("run-3/results.ktap").exists(), "{v}");
+    }
+    assert_eq!(s.iter().filter(|v| v["phase"] == "bisect").count(), 4);
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/topic");
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[10]);
+    assert!(!tree.join(".git/BISECT_START").exists());
+}
+
+#[test]
+fn metric_bisection_checks_both_ends() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 12);
+    let run = |good: usize, bad: usize, cmd: &str, extra: &[&str]| {
+        let r = bisect_test(
+            &tree,
+            t.path(),
+            &ids[good],
+            &ids[bad],
+            "bench/b1024,global",
+            cmd,
+            extra,
+        );
+        assert_eq!(r.out.status.code(), Some(2), "{}", text(&r.out));
+        assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+        assert!(!tree.join(".git/BISECT_START").exists());
+        (String::from_utf8_lossy(&r.out.stderr).into_owned(), r)
+    };
+    // --good after the drop.
+    let (err, _) = run(8, 11, &bench_cmd(7, None), RATIO);
+    assert!(
+        err.contains(&format!(
+            "--good {} ({}) has ratio:b1024/global 0.7 (median of 0.7, 3, 0.7), \
+             which is below the threshold <0.8: not good",
+            ids[8],
+            &ids[8][..12]
+        )),
+        "{err}"
+    );
+    assert!(err.contains("nothing to bisect"), "{err}");
+    // --bad before it.
+    let (err, _) = run(0, 5, &bench_cmd(7, None), RATIO);
+    assert!(
+        err.contains(
+            "has ratio:b1024/global 1 (median of 1, 0.05, 1), \
+             which is not below the threshold <0.8: not bad"
+        ),
+        "{err}"
+    );
+    // An end without the number is skipped, with the reason; ops/s this time.
+    let (err, r) = run(
+        3,
+        11,
+        &bench_cmd(7, Some(3)),
+        &["--metric", "ops_per_s_mean:b1024", "--threshold", "<900"],
+    );
+    assert!(err.contains("could not be tested (skip)"), "{err}");
+    assert!(
+        err.contains("ops_per_s_mean:b1024: no value (b1024: skipped: no private hash)"),
+        "{err}"
+    );
+    let s = steps(&r.dir);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0]["verdict"], "skip");
+    assert_eq!(s[0]["values"], serde_json::json!([null]));
+    assert!(s[0].get("value").is_none(), "{}", s[0]);
+}
+
+#[test]
+fn bad_metric_arguments_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let tree = t.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let ids = fixture(&tree, 4);
+    let m = "ratio:b1024/global";
+    for (test, extra, want) in [
+        (
+            "bench",
+            &["--metric", m, "--threshold", "0.8"][..],
+            "--threshold \"0.8\": say which side is bad",
+        ),
+        (
+            "bench",
+            &["--metric", m, "--threshold", "<=0.8"][..],
+            "one operator",
+        ),
+        (
+            "bench",
+            &["--metric", m, "--threshold", "<fast"][..],
+            "expected a number",
+        ),
+        (
+            "bench",
+            &["--metric", m, "--threshold", "-1"][..],
+            "say which side is bad",
+        ),
+        (
+            "bench",
+            &["--metric", "ops_total", "--threshold", "<1"][..],
+            "valid metrics: ops_per_s_mean:CONFIG",
+        ),
+        ("bench", &["--metric", m][..], "--metric needs --threshold"),
+        (
+            "bench",
+            &["--threshold", "<1"][..],
+            "--threshold needs --metric",
+        ),
+        (
+            "futex",
+            &["--metric", m, "--threshold", "<1"][..],
+            "use --test bench",
+        ),
+        (
+            "bench/b1024",
+            &["--metric", m, "--threshold", "<1"][..],
+            "does not run configuration \"global\"",
+        ),
+        (
+            "bench",
+            &["--metric", m, "--threshold", "<1", "--bad-if", "all"][..],
+            "--bad-if",
+        ),
+    ] {
+        let r = bisect_test(&tree, t.path(), &ids[0], &ids[3], test, "true", extra);
+        assert_eq!(r.out.status.code(), Some(2), "{extra:?}: {}", text(&r.out));
+        assert!(
+            String::from_utf8_lossy(&r.out.stderr).contains(want),
+            "{extra:?}: {}",
+            text(&r.out)
+        );
+        assert!(!r.dir.join("steps.jsonl").exists());
+        assert_eq!(git(&tree, &["rev-parse", "HEAD"]), ids[3]);
+        assert!(!tree.join(".git/BISECT_START").exists());
+    }
 }
 
 /// The real thing: Debian's 7.3 source as a repository with five commits on

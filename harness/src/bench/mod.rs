@@ -142,13 +142,16 @@ pub fn guest_timeout(n: usize, rounds: usize, runtime: f64) -> Duration {
     Duration::from_secs_f64(n as f64 * rounds as f64 * (runtime + 3.0) + 60.0)
 }
 
+/// Rounds per configuration of the `bench` suite.
+pub const SUITE_ROUNDS: usize = 3;
+/// Seconds per round of the `bench` suite.
+pub const SUITE_RUNTIME: f64 = 1.0;
+
 /// The built-in `bench` suite (usable from a matrix): the standard set,
 /// 3 interleaved rounds of 1 s each.
 pub fn suite_test(expect: Option<&str>) -> SuiteTest {
-    let mut args: Vec<String> = ["--set", "standard", "--rounds", "3", "--runtime", "1"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = vec!["--set".into(), "standard".into()];
+    args.extend(suite_round_args());
     if let Some(e) = expect {
         args.push("--expect".into());
         args.push(e.into());
@@ -157,8 +160,36 @@ pub fn suite_test(expect: Option<&str>) -> SuiteTest {
         name: "futex-bench".into(),
         binary: suite::Binary::Builtin("futex-bench"),
         args,
-        timeout: guest_timeout(12, 3, 1.0),
+        timeout: guest_timeout(12, SUITE_ROUNDS, SUITE_RUNTIME),
     }
+}
+
+fn suite_round_args() -> [String; 4] {
+    [
+        "--rounds".into(),
+        SUITE_ROUNDS.to_string(),
+        "--runtime".into(),
+        SUITE_RUNTIME.to_string(),
+    ]
+}
+
+/// The `bench` suite restricted to some configurations (`name:key=val,...`
+/// specs, e.g. a part of [`guest_tests::bench::standard_set`]), with the
+/// suite's rounds: what `harness bisect --test bench/GLOB` runs.
+pub fn suite_test_with(specs: &[String], expect: Option<&str>) -> SuiteTest {
+    let mut t = suite_test(expect);
+    let mut args: Vec<String> = suite_round_args().into();
+    for s in specs {
+        args.push("--config".into());
+        args.push(s.clone());
+    }
+    if let Some(e) = expect {
+        args.push("--expect".into());
+        args.push(e.into());
+    }
+    t.args = args;
+    t.timeout = guest_timeout(specs.len(), SUITE_ROUNDS, SUITE_RUNTIME);
+    t
 }
 
 fn expect_for(a: &BenchArgs, k: &KernelSpec) -> Option<String> {
@@ -426,6 +457,33 @@ mod tests {
         assert!(s[0]
             .args
             .starts_with(&["--set".to_string(), "standard".to_string()]));
+    }
+
+    #[test]
+    fn bench_suite_with_some_configurations() {
+        let specs = vec!["global:buckets=0".to_string(), "b1024:buckets=1024".into()];
+        let t = suite_test_with(&specs, Some("immutable=0"));
+        assert_eq!(t.binary, suite::Binary::Builtin("futex-bench"));
+        assert_eq!(
+            t.args,
+            [
+                "--rounds",
+                "3",
+                "--runtime",
+                "1",
+                "--config",
+                "global:buckets=0",
+                "--config",
+                "b1024:buckets=1024",
+                "--expect",
+                "immutable=0"
+            ]
+        );
+        assert_eq!(t.timeout, guest_timeout(2, 3, 1.0));
+        assert_eq!(
+            &suite_test(None).args[..],
+            ["--set", "standard", "--rounds", "3", "--runtime", "1"]
+        );
     }
 
     #[test]
