@@ -190,9 +190,9 @@ struct RunArgs {
     #[arg(long, value_name = "URL")]
     debian_mirror: Option<String>,
     /// Share a host directory with the guest over virtiofs (repeatable):
-    /// `HOST_DIR[:GUEST_PATH[:ro]]`, default guest path `/mnt/<name>`. A
-    /// `--guest-bin` inside a share runs from there, unpacked.
-    #[arg(long = "share", value_name = "HOST_DIR[:GUEST_PATH[:ro]]")]
+    /// `HOST_DIR[:GUEST_PATH[:ro|rw]]`, default guest path `/mnt/<name>`.
+    /// A `--guest-bin` inside a share runs from there, unpacked.
+    #[arg(long = "share", value_name = "HOST_DIR[:GUEST_PATH[:ro|rw]]")]
     shares: Vec<String>,
     /// No per-cell artifacts share (`<out>/<cell>/artifacts`, guest
     /// `/harness/artifacts`, `$HARNESS_ARTIFACTS`), which is on by default
@@ -550,18 +550,18 @@ async fn share_setup(
         return Ok(share::ShareSetup::none());
     }
     let daemon = share::find_virtiofsd();
-    let support = match (&daemon, kernel) {
-        (Err(_), _) => None,
-        (Ok(_), KernelSpec::Debian(v)) => {
-            let (mirror, v) = (args.debian_mirror.clone(), v.clone());
+    // Without a daemon nothing can be shared: spare the kernel lookup.
+    let support = match &daemon {
+        Err(_) => None,
+        Ok(_) => {
+            let (kernel, image) = (kernel.clone(), image.to_path_buf());
+            let mirror = args.debian_mirror.clone();
             Some(
-                tokio::task::spawn_blocking(move || share::debian_support(mirror.as_deref(), &v))
-                    .await?,
+                tokio::task::spawn_blocking(move || {
+                    share::support_for(&kernel, &image, mirror.as_deref())
+                })
+                .await?,
             )
-        }
-        (Ok(_), _) => {
-            let image = image.to_path_buf();
-            Some(tokio::task::spawn_blocking(move || share::image_support(&image)).await?)
         }
     };
     let setup = share::decide(explicit, artifacts, daemon, support)?;

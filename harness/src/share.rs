@@ -1,8 +1,10 @@
 //! Host directories shared with the guest over virtiofs: artifacts out,
 //! binaries in, no repacking of the initramfs.
 //!
-//! - [`ShareSpec`]: `HOST_DIR[:GUEST_PATH[:ro]]` (`--share`, and the matrix's
-//!   `shares:` key through [`ShareSpec::parse`]).
+//! - [`ShareSpec`]: `HOST_DIR[:GUEST_PATH[:ro|rw]]` (`--share`, and the
+//!   matrix's `shares:` key through [`ShareSpec::parse`]).
+//! - [`support_for`]: what a kernel can do for virtiofs (blocking; once
+//!   per kernel, for `harness run` and the matrix alike).
 //! - [`decide`]: the run-wide decision (pure): which shares, the per-cell
 //!   artifacts share when virtiofs is available, the kernel modules to
 //!   load, and what to say when virtiofs cannot work (a note for the
@@ -19,6 +21,7 @@
 //!   read) and shares the guest could not mount.
 
 use crate::kernel::modules::{self, KernelModules, ModuleFile};
+use crate::kernelspec::KernelSpec;
 use crate::qemu::FsDevice;
 use guest_tests::artifact::{encode_shares, ARTIFACTS_ENV, SHARES_ENV};
 use guest_tests::plan::{PlannedShare, RunPlan, BIN_DIR};
@@ -47,7 +50,7 @@ pub const MAX_ATTACHMENTS: usize = 200;
 #[derive(Debug, thiserror::Error)]
 pub enum ShareError {
     /// A `--share` spec is malformed.
-    #[error("bad share {spec:?}: {why} (expected HOST_DIR[:GUEST_PATH[:ro]])")]
+    #[error("bad share {spec:?}: {why} (expected HOST_DIR[:GUEST_PATH[:ro|rw]])")]
     BadSpec {
         /// As given.
         spec: String,
@@ -204,6 +207,14 @@ impl ShareSpec {
             host,
             ..self.clone()
         })
+    }
+}
+
+/// `HOST:GUEST:ro|rw`: the spec syntax with nothing left to defaults.
+impl std::fmt::Display for ShareSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = if self.read_only { "ro" } else { "rw" };
+        write!(f, "{}:{}:{mode}", self.host.display(), self.guest)
     }
 }
 
@@ -377,6 +388,18 @@ pub fn debian_support(mirror: Option<&str>, version: &str) -> KernelSupport {
     match r {
         Ok(m) => KernelSupport::Known(m),
         Err(e) => KernelSupport::Missing(format!("kernel without virtiofs: {e}")),
+    }
+}
+
+/// What `kernel`, resolved to `image`, can do for virtiofs (blocking):
+/// `debian:` kernels from their own packages ([`debian_support`]; may
+/// download), `source:` and `path:` kernels from the `.config` beside the
+/// image ([`image_support`]). `harness run` and the matrix both decide
+/// through this one function.
+pub fn support_for(kernel: &KernelSpec, image: &Path, mirror: Option<&str>) -> KernelSupport {
+    match kernel {
+        KernelSpec::Debian(version) => debian_support(mirror, version),
+        KernelSpec::Path(_) | KernelSpec::Source(_) => image_support(image),
     }
 }
 
@@ -811,6 +834,37 @@ mod tests {
             default_guest_path(Path::new("/x/.hidden dir")),
             "/mnt/hidden_dir"
         );
+        // Display round-trips through parse, defaults spelled out.
+        for s in ["/srv/out", "bins:/opt/bins:ro", "/a::rw"] {
+            let spec = ShareSpec::parse(s).unwrap();
+            assert_eq!(ShareSpec::parse(&spec.to_string()).unwrap(), spec, "{s}");
+        }
+        assert_eq!(
+            ShareSpec::parse("bins:/opt/bins:ro").unwrap().to_string(),
+            "bins:/opt/bins:ro"
+        );
+        assert_eq!(
+            ShareSpec::parse("/srv/out").unwrap().to_string(),
+            "/srv/out:/mnt/out:rw"
+        );
+    }
+
+    #[test]
+    fn support_of_non_debian_kernels_comes_from_the_image() {
+        let d = tempfile::tempdir().unwrap();
+        let image = d.path().join("bzImage");
+        std::fs::write(&image, b"").unwrap();
+        let spec = KernelSpec::Path(image.clone());
+        assert!(matches!(
+            support_for(&spec, &image, None),
+            KernelSupport::AssumedBuiltIn
+        ));
+        std::fs::write(d.path().join("config"), "CONFIG_VIRTIO_PCI=y\n").unwrap();
+        let source = KernelSpec::Source("7.3".into());
+        assert!(matches!(
+            support_for(&source, &image, None),
+            KernelSupport::Missing(ref why) if why.contains("CONFIG_VIRTIO_FS")
+        ));
     }
 
     #[test]

@@ -35,7 +35,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         // Unknown keys, at every level.
         (
             "kernels: []\ntopologies: []\nkernal: 1\n",
-            "m.yaml:3:1: unknown field `kernal`, expected one of `kernels`, `topologies`, `suites`, `cells`, `overrides`",
+            "m.yaml:3:1: unknown field `kernal`, expected one of `kernels`, `topologies`, `suites`, `cells`, `overrides`, `shares`, `artifacts`",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\n    feature: {}\ntopologies: []\n",
@@ -132,11 +132,14 @@ fn schema_errors_say_where_and_what_was_expected() {
             "m.yaml:4:16: kernel \"a\": private_hash: true needs prctl: true",
         ),
     ];
+    let mut cases = cases.to_vec();
+    let shares = share_error_cases();
+    cases.extend(shares.iter().map(|(i, w)| (i.as_str(), w.as_str())));
     let mut bad = Vec::new();
-    for (input, want) in cases {
+    for (input, want) in &cases {
         match parse(input) {
             Ok(_) => bad.push(format!("accepted:\n{input}")),
-            Err(got) if got != *want => {
+            Err(got) if got != **want => {
                 bad.push(format!("input:\n{input}\n got: {got}\nwant: {want}"))
             }
             Err(_) => {}
@@ -174,6 +177,139 @@ fn full_product_by_default_with_builtin_suites() {
         ]
     );
     assert!(!m.kernels[1].expect.private_hash && m.kernels[1].expect.prctl);
+}
+
+/// `shares:` and `artifacts:` errors: serde's for types and unknown
+/// keys, ours (placed at the item) for the `HOST[:GUEST[:ro|rw]]` syntax.
+fn share_error_cases() -> Vec<(String, String)> {
+    // Six lines: the items below start on line 7.
+    let base = "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n";
+    let expected = "(expected HOST_DIR[:GUEST_PATH[:ro|rw]])";
+    [
+        (
+            "shares:\n  - bins:/opt/bins:rx\n".to_string(),
+            format!("m.yaml:8:5: shares[0]: bad share \"bins:/opt/bins:rx\": mode \"rx\" is neither ro nor rw {expected}"),
+        ),
+        (
+            "shares: [a:/mnt/a, 'b:rel']\n".to_string(),
+            format!("m.yaml:7:21: shares[1]: bad share \"b:rel\": guest path \"rel\" must be absolute {expected}"),
+        ),
+        (
+            "shares:\n  - a:/mnt/x\n  - a:/mnt/x\n".to_string(),
+            "m.yaml:9:5: shares[1]: guest path /mnt/x is also used by a; expected one share per guest path".to_string(),
+        ),
+        (
+            "shares:\n  - ''\n".to_string(),
+            format!("m.yaml:7:1: shares[0]: bad share \"\": empty host directory {expected}"),
+        ),
+        (
+            "overrides:\n  - accel: tcg\n  - suite: smoke\n    shares: [/srv:/harness/bin]\n".to_string(),
+            format!("m.yaml:10:14: overrides[1].shares[0]: bad share \"/srv:/harness/bin\": guest path \"/harness/bin\" would hide what the guest needs (reserved: /proc, /sys, /dev, /tmp, /init, /harness, /harness/artifacts) {expected}"),
+        ),
+        (
+            "shares: /srv\n".to_string(),
+            "m.yaml:7:9: shares: invalid type: string \"/srv\", expected a sequence".to_string(),
+        ),
+        (
+            "artifacts: maybe\n".to_string(),
+            "m.yaml:7:12: artifacts: invalid type: string \"maybe\", expected a boolean".to_string(),
+        ),
+        (
+            "overrides:\n  - {share: [a]}\n".to_string(),
+            "m.yaml:8:6: overrides[0]: unknown field `share`, expected one of `kernel`, `topology`, `suite`, `accel`, `timeout_scale`, `cmdline`, `shares`, `artifacts`".to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(tail, want)| (format!("{base}{tail}"), want))
+    .collect()
+}
+
+#[test]
+fn shares_apply_to_every_cell_overrides_replace_them_and_paths_are_relative_to_the_file() {
+    let text = format!(
+        "{HEAD}shares:
+  - bins:/opt/bins:ro
+  - /abs/data
+overrides:
+  - {{topology: two, shares: []}}
+  - {{kernel: k616, topology: one, shares: [../other], artifacts: false}}
+"
+    );
+    let m = matrix::parse_str(&text, Path::new("/srv/m/matrix.yaml")).unwrap();
+    let by: BTreeMap<_, _> = m.cells.iter().map(|c| (c.name.as_str(), c)).collect();
+    let shares = |n: &str| -> Vec<String> { by[n].shares.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(
+        shares("k73/one/smoke"),
+        ["/srv/m/bins:/opt/bins:ro", "/abs/data:/mnt/data:rw"]
+    );
+    assert!(by["k73/one/smoke"].artifacts);
+    assert!(shares("k73/two/futex").is_empty() && by["k73/two/futex"].artifacts);
+    assert_eq!(shares("k616/one/futex"), ["/srv/m/../other:/mnt/other:rw"]);
+    assert!(!by["k616/one/futex"].artifacts);
+
+    // Relative to the file's directory, whatever it is; lexical only (the
+    // directories need not exist to list the cells).
+    for (file, want) in [("m.yaml", "bins"), ("sub/m.yaml", "sub/bins")] {
+        let m = matrix::parse_str(&text, Path::new(file)).unwrap();
+        assert_eq!(m.cells[0].shares[0].host, PathBuf::from(want), "{file}");
+    }
+
+    // No key: no shares, artifacts on; `artifacts: false` at the top level.
+    let m = parse(HEAD).unwrap();
+    assert!(m.cells.iter().all(|c| c.shares.is_empty() && c.artifacts));
+    let m = parse(&format!("{HEAD}artifacts: false\n")).unwrap();
+    assert!(m.cells.iter().all(|c| !c.artifacts));
+
+    // --list shows them; without any, the table is as before.
+    let m = matrix::parse_str(&text, Path::new("/srv/m/matrix.yaml")).unwrap();
+    let all: Vec<usize> = (0..m.cells.len()).collect();
+    let list = plan::list_text(&m, &all, 1);
+    let line = |name: &str| {
+        list.lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("{name} in\n{list}"))
+            .to_string()
+    };
+    assert!(list.lines().next().unwrap().ends_with("  shares"), "{list}");
+    assert!(
+        line("k73/one/smoke").ends_with("  /srv/m/bins:/opt/bins:ro, /abs/data:/mnt/data:rw"),
+        "{list}"
+    );
+    assert!(
+        line("k616/one/futex").ends_with("  /srv/m/../other:/mnt/other:rw, no artifacts"),
+        "{list}"
+    );
+    let plain_row = line("k73/two/smoke");
+    assert_eq!(
+        plain_row,
+        plain_row.trim_end(),
+        "no shares: nothing after expect"
+    );
+    let json = plan::list_json(&m, &all, 1);
+    let cell = |name: &str| {
+        json["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(
+        cell("k73/one/smoke")["shares"],
+        serde_json::json!(["/srv/m/bins:/opt/bins:ro", "/abs/data:/mnt/data:rw"])
+    );
+    assert_eq!(cell("k73/one/smoke")["artifacts"], true);
+    assert_eq!(cell("k73/two/smoke")["shares"], serde_json::json!([]));
+    assert_eq!(cell("k616/one/futex")["artifacts"], false);
+    let plain = parse(HEAD).unwrap();
+    let all: Vec<usize> = (0..plain.cells.len()).collect();
+    let list = plan::list_text(&plain, &all, 1);
+    assert!(
+        list.lines().next().unwrap().ends_with("shard  expect"),
+        "{list}"
+    );
+    assert!(!list.contains("shares"), "{list}");
 }
 
 #[test]
@@ -394,9 +530,9 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
         .topologies
         .iter()
         .any(|t| t.topology.distances().is_some()));
-    // Every kernel x the 4 small topologies x {smoke, futex}, plus 7.3 on 2n9c with
-    // our suite and upstream's.
-    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2);
+    // Every kernel x the 4 small topologies x {smoke, futex}, plus Debian's
+    // and the source-built 7.3 on 2n9c with our suite and upstream's.
+    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2);
     let imm = m
         .kernels
         .iter()

@@ -1,9 +1,10 @@
 //! `harness matrix` with real VMs: a 2 kernels x 2 topologies smoke matrix
-//! end to end, and SIGINT in the middle of a matrix. Gated like `vm.rs`:
-//! only with `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
+//! end to end, a cell with a `shares:` directory and its artifacts share,
+//! and SIGINT in the middle of a matrix. Gated like `vm.rs`: only with
+//! `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
 
 mod common;
-use common::enabled;
+use common::{case, enabled, parse_junit};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -215,4 +216,103 @@ overrides:
             ("k/t/later", "not-run")
         ]
     );
+}
+
+/// The `note` properties of a report.
+fn notes(path: &Path) -> Vec<String> {
+    let xml = std::fs::read_to_string(path).unwrap();
+    let doc = roxmltree::Document::parse(&xml).unwrap();
+    doc.descendants()
+        .filter(|p| p.has_tag_name("property") && p.attribute("name") == Some("note"))
+        .filter_map(|p| p.attribute("value").map(String::from))
+        .collect()
+}
+
+#[test]
+fn a_cell_mounts_its_shares_and_its_artifacts_land_next_to_its_junit() {
+    if !enabled() {
+        return;
+    }
+    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    // The read-only share, named relative to the matrix file. The
+    // `artifact` binary lies in it, so it runs from the share (not packed):
+    // nothing runs unless the share is mounted.
+    let ro = dir.path().join("ro");
+    std::fs::create_dir_all(ro.join("bin")).unwrap();
+    std::fs::write(ro.join("data.txt"), b"keep me").unwrap();
+    let bin = ro.join("bin/artifact");
+    let built = harness::guestbin::GuestBins::locate_or_build()
+        .unwrap()
+        .path("artifact")
+        .unwrap();
+    std::fs::copy(built, &bin).unwrap();
+    let text = format!(
+        "kernels:
+  - name: k
+    spec: debian:7.3.4
+topologies:
+  - name: 1n
+    nodes: [{{cpus: 1, mem: 384M}}]
+suites:
+  - name: art
+    tests:
+      - {{bin: {bin}, name: write, args: [write, '1']}}
+      - {{bin: {bin}, name: readonly, args: [readonly, /mnt/ro]}}
+shares:
+  - ro:/mnt/ro:ro
+overrides:
+  - accel: tcg
+",
+        bin = bin.display()
+    );
+    let m = dir.path().join("matrix.yaml");
+    std::fs::write(&m, text).unwrap();
+    let out = dir.path().join("out");
+    let r = harness(&m, &out, &[]).output().unwrap();
+    let all = format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert_eq!(r.status.code(), Some(0), "{all}");
+    let cell = out.join("cells/k/1n/art");
+    let junit = cell.join("junit.xml");
+    assert_eq!(
+        statuses(&junit),
+        [("k/1n/art".to_string(), "passed".to_string())]
+    );
+    let cases = parse_junit(&std::fs::read_to_string(&junit).unwrap());
+    for n in [
+        "write/write",
+        "write/read-back",
+        "readonly/mnt-ro-create-erofs",
+        "readonly/mnt-ro-open-write-erofs",
+        "readonly/mnt-ro-read",
+    ] {
+        let c = case(&cases, n);
+        assert!(c.failure.is_none() && !c.skipped, "{c:?}\n{all}");
+    }
+    let cell_notes = notes(&junit);
+    assert!(
+        cell_notes
+            .iter()
+            .any(|n| n.contains("runs from share share0 as /mnt/ro/bin/artifact")),
+        "{cell_notes:#?}"
+    );
+    // The artifact is beside the cell's junit.xml, intact, and an attachment.
+    let file = std::fs::canonicalize(cell.join("artifacts/artifact-1MiB.bin")).unwrap();
+    let mut expected = vec![0u8; 1 << 20];
+    guest_tests::artifact::stream().fill(&mut expected);
+    assert!(
+        std::fs::read(&file).unwrap() == expected,
+        "{}",
+        file.display()
+    );
+    let attachment = format!("[[ATTACHMENT|{}]]", file.display());
+    assert!(cell_notes.contains(&attachment), "{cell_notes:#?}");
+    assert!(notes(&out.join("junit.xml")).contains(&attachment));
+    // Read-only for real: the host directory is untouched.
+    assert_eq!(std::fs::read(ro.join("data.txt")).unwrap(), b"keep me");
+    assert!(!ro.join(".harness-write-probe").exists());
 }

@@ -37,7 +37,7 @@ pub fn item(text: &str, sect: &str, item: &str, field: Option<&str>) -> Option<P
     let start = section(text, sect)?.0; // 1-based line of the section = index of the next
     let mut found: Option<(usize, usize)> = None; // (index, column of `name`)
     for (i, l) in lines.iter().enumerate().skip(start) {
-        if !l.is_empty() && !l.starts_with(' ') && !l.starts_with('-') && !l.starts_with('#') {
+        if top_level(l) {
             break;
         }
         let (col, t) = strip_item(l);
@@ -93,7 +93,7 @@ pub fn nth(text: &str, sect: &str, key: Option<&str>, index: usize) -> Option<Po
     let mut n = 0;
     let mut dash_col = None;
     for (j, l) in lines.iter().enumerate().skip(i) {
-        if !l.is_empty() && !l.starts_with(' ') && !l.starts_with('-') && !l.starts_with('#') {
+        if top_level(l) {
             break;
         }
         let t = l.trim_start();
@@ -116,6 +116,49 @@ pub fn nth(text: &str, sect: &str, key: Option<&str>, index: usize) -> Option<Po
     None
 }
 
+/// Whether a line starts a new top-level key (ends every block).
+fn top_level(l: &str) -> bool {
+    !l.is_empty() && !l.starts_with(' ') && !l.starts_with('-') && !l.starts_with('#')
+}
+
+/// The `occurrence`-th (0-based) place where `value` stands as a whole
+/// scalar (plain or quoted, block or flow style) from line `from` (1-based)
+/// on, before line `to` and before the next top-level key. For values
+/// serde cannot place, such as the items of a `shares:` list.
+pub fn scalar(
+    text: &str,
+    from: usize,
+    to: Option<usize>,
+    value: &str,
+    occurrence: usize,
+) -> Option<Pos> {
+    if value.is_empty() {
+        return None;
+    }
+    let mut n = 0;
+    for (i, l) in text.lines().enumerate().skip(from.saturating_sub(1)) {
+        if to.is_some_and(|t| i + 1 >= t) || (i + 1 > from && top_level(l)) {
+            break;
+        }
+        let code = l.split(" #").next().unwrap_or(l);
+        let mut start = 0;
+        while let Some(p) = code[start..].find(value).map(|p| p + start) {
+            let before = code[..p].chars().last();
+            let after = code[p + value.len()..].chars().next();
+            if before.is_none_or(|c| " \t[,\"'".contains(c))
+                && after.is_none_or(|c| " \t],\"'".contains(c))
+            {
+                if n == occurrence {
+                    return Some((i + 1, p + 1));
+                }
+                n += 1;
+            }
+            start = p + value.len();
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,5 +174,19 @@ mod tests {
         assert_eq!(nth(Y, "cells", Some("exclude"), 1), Some((10, 5)));
         assert_eq!(nth(Y, "kernels", None, 1), Some((4, 3)));
         assert_eq!(item(Y, "kernels", "zz", None), None);
+    }
+
+    #[test]
+    fn finds_scalars_in_block_and_flow_lists() {
+        let y = "shares:\n  - a:/m/a\n  - \"b\"\n  - a:/m/a # again\noverrides:\n  - {shares: [x, 'a:/m/a']}\n";
+        assert_eq!(scalar(y, 1, None, "a:/m/a", 0), Some((2, 5)));
+        assert_eq!(scalar(y, 1, None, "b", 0), Some((3, 6)));
+        assert_eq!(scalar(y, 1, None, "a:/m/a", 1), Some((4, 5)));
+        // Not past the next top-level key, not inside another scalar.
+        assert_eq!(scalar(y, 1, None, "a:/m/a", 2), None);
+        assert_eq!(scalar(y, 1, None, "a", 0), None);
+        assert_eq!(scalar(y, 6, None, "x", 0), Some((6, 15)));
+        assert_eq!(scalar(y, 6, None, "a:/m/a", 0), Some((6, 19)));
+        assert_eq!(scalar(y, 6, Some(6), "x", 0), None);
     }
 }

@@ -8,6 +8,7 @@ use super::schema::{RawGrowth, RawMatrix, RawRule};
 use super::MatrixError;
 use crate::host::AccelChoice;
 use crate::kernelspec::KernelSpec;
+use crate::share::ShareSpec;
 use crate::suite::{self, Binary, SuiteTest};
 use crate::topology::{self, Node, Topology};
 use guest_tests::expect::{Expect, Growth};
@@ -92,6 +93,12 @@ pub struct Cell {
     pub timeout_scale: f64,
     /// Extra kernel command line words.
     pub cmdline: Vec<String>,
+    /// virtiofs shares; host paths made relative to the matrix file's
+    /// directory, not yet checked on disk ([`ShareSpec::resolve`] runs when
+    /// the cell does, so `--list` works before the directories exist).
+    pub shares: Vec<ShareSpec>,
+    /// Whether the cell gets its artifacts share (when virtiofs works).
+    pub artifacts: bool,
 }
 
 impl Matrix {
@@ -199,6 +206,45 @@ fn growth(g: RawGrowth) -> Growth {
         RawGrowth::VmNotVfork => Growth::VmNotVfork,
         RawGrowth::AnyVm => Growth::AnyVm,
     }
+}
+
+/// A `shares:` list (`what` names it in messages; `at` is where the list
+/// starts and `until` the line it ends before, for positions). Relative
+/// host paths are taken from `base`, the matrix file's directory.
+fn share_list(
+    cx: &Ctx,
+    list: &[String],
+    base: &Path,
+    what: &str,
+    at: Option<Pos>,
+    until: Option<usize>,
+) -> Result<Vec<ShareSpec>, MatrixError> {
+    let mut out: Vec<ShareSpec> = Vec::new();
+    for (j, item) in list.iter().enumerate() {
+        let pos = || {
+            // Equal items before this one are earlier occurrences.
+            let occurrence = list[..j].iter().filter(|o| *o == item).count();
+            at.and_then(|(line, _)| locate::scalar(cx.text, line, until, item, occurrence))
+                .or(at)
+        };
+        let mut spec =
+            ShareSpec::parse(item).map_err(|e| cx.err(pos(), format!("{what}[{j}]: {e}")))?;
+        if spec.host.is_relative() {
+            spec.host = base.join(&spec.host);
+        }
+        if let Some(prev) = out.iter().find(|s| s.guest == spec.guest) {
+            return Err(cx.err(
+                pos(),
+                format!(
+                    "{what}[{j}]: guest path {} is also used by {}; expected one share per guest path",
+                    spec.guest,
+                    prev.host.display()
+                ),
+            ));
+        }
+        out.push(spec);
+    }
+    Ok(out)
 }
 
 /// Validates a parsed matrix (`text` is the file's text, for positions).
@@ -515,6 +561,18 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
         }
     }
 
+    // Shares of every cell (overrides may replace them below).
+    let base = path.parent().unwrap_or(Path::new(""));
+    let shares = share_list(
+        &cx,
+        &raw.shares,
+        base,
+        "shares",
+        locate::section(text, "shares"),
+        None,
+    )?;
+    let artifacts = raw.artifacts.unwrap_or(true);
+
     // Cells: the product of kernels x topologies x the chosen suites.
     let chosen: Vec<usize> = match &raw.cells.suites {
         Some(names) => {
@@ -614,6 +672,8 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                         accel: AccelChoice::Auto,
                         timeout_scale: 1.0,
                         cmdline: vec![],
+                        shares: shares.clone(),
+                        artifacts,
                     });
                 }
             }
@@ -649,6 +709,17 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                 ));
             }
         }
+        let o_shares = match &o.shares {
+            Some(list) => Some(share_list(
+                &cx,
+                list,
+                base,
+                &format!("overrides[{i}].shares"),
+                pos,
+                locate::nth(text, "overrides", None, i + 1).map(|(line, _)| line),
+            )?),
+            None => None,
+        };
         let rule = RawRule {
             kernel: o.kernel.clone(),
             topology: o.topology.clone(),
@@ -684,6 +755,14 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
             }
             if let Some(cmd) = &o.cmdline {
                 c.cmdline = cmd.split_whitespace().map(String::from).collect();
+            }
+            // Replaced, not added to: like every override key, and `[]`
+            // can then take the top-level shares away.
+            if let Some(s) = &o_shares {
+                c.shares = s.clone();
+            }
+            if let Some(a) = o.artifacts {
+                c.artifacts = a;
             }
         }
     }

@@ -99,6 +99,8 @@ pub fn list_json(m: &Matrix, cells: &[usize], n: usize) -> serde_json::Value {
             "suite": m.suites[cell.suite].name,
             "cost": m.cost(cell),
             "shard": format!("{}/{n}", shard_of(c)),
+            "shares": cell.shares.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            "artifacts": cell.artifacts,
         })
     };
     serde_json::json!({
@@ -112,9 +114,21 @@ pub fn list_json(m: &Matrix, cells: &[usize], n: usize) -> serde_json::Value {
     })
 }
 
-/// The `--list` table for humans.
+/// A cell's shares for `--list`: `HOST:GUEST:ro|rw`, and `no artifacts`
+/// when its artifacts share is off; empty for the default.
+pub fn shares_text(cell: &super::Cell) -> String {
+    let mut v: Vec<String> = cell.shares.iter().map(|s| s.to_string()).collect();
+    if !cell.artifacts {
+        v.push("no artifacts".into());
+    }
+    v.join(", ")
+}
+
+/// The `--list` table for humans (a `shares` column when a cell has any
+/// besides the default artifacts share).
 pub fn list_text(m: &Matrix, cells: &[usize], n: usize) -> String {
     let sh = shards(m, cells, n);
+    let with_shares = cells.iter().any(|&c| !shares_text(&m.cells[c]).is_empty());
     let mut out = String::new();
     let w = cells
         .iter()
@@ -122,23 +136,41 @@ pub fn list_text(m: &Matrix, cells: &[usize], n: usize) -> String {
         .max()
         .unwrap_or(4)
         .max(4);
-    out.push_str(&format!(
-        "{:<w$}  {:>5}  {:>7}  {:>4}  {:>5}  expect\n",
-        "cell", "vcpus", "mem", "cost", "shard"
-    ));
+    let ew = if with_shares {
+        cells
+            .iter()
+            .map(|&c| m.kernels[m.cells[c].kernel].expect.encode().len())
+            .max()
+            .unwrap_or(6)
+            .max(6)
+    } else {
+        0
+    };
+    let head = format!(
+        "{:<w$}  {:>5}  {:>7}  {:>4}  {:>5}  {:<ew$}",
+        "cell", "vcpus", "mem", "cost", "shard", "expect"
+    );
+    if with_shares {
+        out.push_str(&format!("{head}  shares\n"));
+    } else {
+        out.push_str(&format!("{}\n", head.trim_end()));
+    }
     for &c in cells {
         let cell = &m.cells[c];
         let t = &m.topologies[cell.topology].topology;
         let shard = sh.iter().position(|s| s.contains(&c)).map_or(0, |i| i + 1);
-        out.push_str(&format!(
-            "{:<w$}  {:>5}  {:>6}M  {:>4}  {:>5}  {}\n",
+        let line = format!(
+            "{:<w$}  {:>5}  {:>6}M  {:>4}  {:>5}  {:<ew$}  {}",
             cell.name,
             t.cpus(),
             t.mem_mib(),
             m.cost(cell),
             format!("{shard}/{n}"),
-            m.kernels[cell.kernel].expect.encode()
-        ));
+            m.kernels[cell.kernel].expect.encode(),
+            shares_text(cell)
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
     }
     out.push_str(&format!("{} cells\n", cells.len()));
     out

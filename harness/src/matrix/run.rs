@@ -1,10 +1,11 @@
 //! Runs the selected cells of a [`Matrix`]: guest binaries built once,
-//! each kernel fetched once, then cells concurrently within a [`Budget`]
-//! of host CPUs and memory. Emits [`Event`]s for reporters; writes each
-//! finished cell's JUnit (and the aggregate, with every unfinished cell
-//! marked not run) before the next cell is started.
+//! each kernel fetched (and its virtiofs support looked up) once, then
+//! cells concurrently within a [`Budget`] of host CPUs and memory, each
+//! with its shares ([`cell_shares`]). Emits [`Event`]s for reporters;
+//! writes each finished cell's JUnit (and the aggregate, with every
+//! unfinished cell marked not run) before the next cell is started.
 
-use super::model::SuiteKind;
+use super::model::{Cell, SuiteKind};
 use super::report::{self, Outcome, Status};
 use super::{glob, Matrix};
 use crate::cell::CellSpec;
@@ -12,6 +13,7 @@ use crate::guestbin::GuestBins;
 use crate::host;
 use crate::kernelspec::KernelSpec;
 use crate::result::VmEnd;
+use crate::share::{self, KernelSupport, ShareError, ShareSetup};
 use crate::suite::SuiteTest;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -152,8 +154,38 @@ pub fn resolve_kernel(spec: &KernelSpec, mirror: Option<&str>) -> Result<PathBuf
         .map_err(|e| e.to_string())
 }
 
+/// A cell's share setup from the matrix: its `shares:` (checked on disk
+/// now) and artifacts setting, decided by [`share::decide`] as for
+/// `harness run`. `Err` is the message the cell is reported with: an
+/// explicit share that cannot work, or a missing directory.
+pub fn cell_shares(
+    cell: &Cell,
+    daemon: Result<PathBuf, String>,
+    support: Option<KernelSupport>,
+) -> Result<ShareSetup, String> {
+    let explicit = cell
+        .shares
+        .iter()
+        .map(|s| s.resolve())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("shares: {e}"))?;
+    share::decide(explicit, cell.artifacts, daemon, support).map_err(|e| match e {
+        // Not `--share`: say what the matrix asked for.
+        ShareError::Unavailable(why) => format!(
+            "shares {} asked for, but virtiofs cannot work here: {why}",
+            cell.shares
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        e => format!("shares: {e}"),
+    })
+}
+
 struct Prepared {
     spec: CellSpec,
+    shares: ShareSetup,
     cpus: u32,
     mem: u64,
     index: usize,
@@ -222,6 +254,44 @@ pub async fn run(
             .await
             .map_err(|e| RunError::Join(e.to_string()))?;
         images.insert(k.spec_text.clone(), r);
+    }
+
+    // virtiofs: the daemon looked up once; each kernel's support once, and
+    // only where a cell wants a share and a daemon exists (the Debian
+    // lookup may download the kernel's linux-base package).
+    let daemon = share::find_virtiofsd();
+    if let Err(why) = &daemon {
+        let wanted = |&c: &usize| m.cells[c].artifacts || !m.cells[c].shares.is_empty();
+        if cells.iter().any(wanted) {
+            // Said once here; each cell's notes say it again.
+            send(Event::Step(format!("no virtiofs shares: {why}")));
+        }
+    }
+    let mut supports: BTreeMap<String, KernelSupport> = BTreeMap::new();
+    for &c in cells {
+        let cell = &m.cells[c];
+        let k = &m.kernels[cell.kernel];
+        let wanted = cell.artifacts || !cell.shares.is_empty();
+        if !wanted || daemon.is_err() || supports.contains_key(&k.spec_text) {
+            continue;
+        }
+        let Some(Ok(image)) = images.get(&k.spec_text) else {
+            continue;
+        };
+        if cancel.is_cancelled() {
+            break;
+        }
+        send(Event::Step(format!(
+            "checking virtiofs support of {}",
+            k.spec_text
+        )));
+        let (spec, image, mirror) = (k.spec.clone(), image.clone(), opts.debian_mirror.clone());
+        let s = tokio::task::spawn_blocking(move || {
+            share::support_for(&spec, &image, mirror.as_deref())
+        })
+        .await
+        .map_err(|e| RunError::Join(e.to_string()))?;
+        supports.insert(k.spec_text.clone(), s);
     }
 
     // Upstream selftests (kselftest suites): built once per kernel series.
@@ -333,6 +403,19 @@ pub async fn run(
                     continue;
                 }
             };
+            let shares = match cell_shares(
+                cell,
+                daemon.clone(),
+                supports.get(&kernel.spec_text).cloned(),
+            ) {
+                Ok(s) => s,
+                Err(e) => {
+                    let o = outcome_for(c, Status::Error(e));
+                    finish(&mut slots, i, o, opts, events, &write_agg)?;
+                    stop |= opts.fail_fast;
+                    continue;
+                }
+            };
             let accel = match host::choose_accel(cell.accel, &kvm) {
                 Ok((a, _)) => a,
                 Err(e) => {
@@ -376,6 +459,7 @@ pub async fn run(
                 out_dir: cell_dir(&opts.out_dir, &cell.name),
             };
             let p = Prepared {
+                shares,
                 cpus: topo.topology.cpus(),
                 mem: topo.topology.mem_mib() + QEMU_OVERHEAD_MIB,
                 spec,
@@ -387,7 +471,7 @@ pub async fn run(
             });
             let (qemu, bins, cancel) = (qemu.clone(), bins.clone(), cancel.clone());
             running.spawn(async move {
-                let r = crate::cell::run(&p.spec, &qemu, &bins, &cancel)
+                let r = crate::cell::run_with_shares(&p.spec, &p.shares, &qemu, &bins, &cancel)
                     .await
                     .map_err(|e| e.to_string());
                 (p, r)
@@ -486,4 +570,82 @@ fn finish(
     write_agg(slots)?;
     let _ = events.send(Event::Finished(Box::new(o)));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::AccelChoice;
+    use crate::share::ShareSpec;
+
+    fn cell(shares: Vec<ShareSpec>, artifacts: bool) -> Cell {
+        Cell {
+            name: "k/t/s".into(),
+            kernel: 0,
+            topology: 0,
+            suite: 0,
+            accel: AccelChoice::Tcg,
+            timeout_scale: 1.0,
+            cmdline: vec![],
+            shares,
+            artifacts,
+        }
+    }
+
+    fn built_in() -> Option<KernelSupport> {
+        Some(KernelSupport::AssumedBuiltIn)
+    }
+
+    #[test]
+    fn cell_shares_resolve_decide_and_say_what_the_matrix_asked_for() {
+        let d = tempfile::tempdir().unwrap();
+        let ro = ShareSpec::parse(&format!("{}:/mnt/ro:ro", d.path().display())).unwrap();
+        let daemon = || Ok::<_, String>(PathBuf::from("/v"));
+
+        // Explicit share and artifacts: both on, the host path canonical.
+        let s = cell_shares(&cell(vec![ro.clone()], true), daemon(), built_in()).unwrap();
+        assert!(s.active() && s.artifacts);
+        assert_eq!(s.shares[0].host, std::fs::canonicalize(d.path()).unwrap());
+
+        // No daemon: artifacts alone fall back with a note ...
+        let s = cell_shares(&cell(vec![], true), Err("no virtiofsd".into()), None).unwrap();
+        assert!(!s.active());
+        assert!(s.notes[0].contains("no artifacts share (no virtiofsd)"));
+        // ... an explicit share is the cell's error, naming the share.
+        let e = cell_shares(
+            &cell(vec![ro.clone()], true),
+            Err("no virtiofsd".into()),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "shares {}:/mnt/ro:ro asked for, but virtiofs cannot work here: no virtiofsd",
+                d.path().display()
+            )
+        );
+        let e = cell_shares(
+            &cell(vec![ro], false),
+            daemon(),
+            Some(KernelSupport::Missing("kernel without virtiofs".into())),
+        )
+        .unwrap_err();
+        assert!(
+            e.ends_with("cannot work here: kernel without virtiofs"),
+            "{e}"
+        );
+
+        // A directory that is not there is the cell's error too.
+        let gone = ShareSpec::parse(&format!("{}/gone", d.path().display())).unwrap();
+        let e = cell_shares(&cell(vec![gone], true), daemon(), built_in()).unwrap_err();
+        assert!(
+            e.starts_with("shares: ") && e.contains("gone") && e.contains("No such file"),
+            "{e}"
+        );
+
+        // Nothing wanted: nothing looked at.
+        let s = cell_shares(&cell(vec![], false), Err("no virtiofsd".into()), None).unwrap();
+        assert!(!s.active() && s.notes.is_empty());
+    }
 }

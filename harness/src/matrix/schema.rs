@@ -21,6 +21,12 @@ pub struct RawMatrix {
     /// Per-cell settings, applied in order (later entries win).
     #[serde(default)]
     pub overrides: Vec<RawOverride>,
+    /// virtiofs shares of every cell: `HOST[:GUEST[:ro|rw]]`, host paths
+    /// relative to the matrix file's directory.
+    #[serde(default)]
+    pub shares: Vec<String>,
+    /// Whether every cell gets its artifacts share (default true).
+    pub artifacts: Option<bool>,
 }
 
 /// A kernel and the features it is expected to have.
@@ -182,4 +188,8 @@ pub struct RawOverride {
     pub timeout_scale: Option<f64>,
     /// Extra kernel command line words.
     pub cmdline: Option<String>,
+    /// Replaces the matching cells' shares (`[]`: none).
+    pub shares: Option<Vec<String>>,
+    /// Artifacts share on or off for the matching cells.
+    pub artifacts: Option<bool>,
 }
