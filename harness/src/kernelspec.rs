@@ -69,6 +69,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn expectations_layer_version_definition_and_user() {
+        let k = |version: Option<&str>, expect: Option<&str>| ResolvedKernel {
+            path: "/k".into(),
+            version: version.map(String::from),
+            description: String::new(),
+            expect: expect.map(String::from),
+        };
+        assert_eq!(k(None, None).expectations(None), Ok(None));
+        let imm = k(Some("7.3"), Some("immutable=1"));
+        let e = imm.expectations(None).unwrap().unwrap();
+        assert!(
+            e.contains("immutable=1") && e.contains("growth=any-vm"),
+            "{e}"
+        );
+        let e = imm.expectations(Some("immutable=0")).unwrap().unwrap();
+        assert!(e.contains("immutable=0"), "{e}");
+        assert!(imm.expectations(Some("bogus=1")).is_err());
+    }
+
+    #[test]
     fn specs() {
         assert_eq!(
             KernelSpec::parse("debian:7.3.4").unwrap(),
@@ -131,6 +151,30 @@ pub struct ResolvedKernel {
     /// Expectations the kernel's definition declares (`source:` kernels,
     /// e.g. `immutable=1` for a patched kernel), over the version defaults.
     pub expect: Option<String>,
+}
+
+impl ResolvedKernel {
+    /// The expectations the futex suites get: the version's row of the ABI
+    /// table (`6.18` -> 6.18.15), then what the kernel's definition
+    /// declares, then `extra` (the user's `--expect`), later keys winning.
+    /// `None` when nothing is known.
+    pub fn expectations(&self, extra: Option<&str>) -> Result<Option<String>, String> {
+        use guest_tests::expect::Expect;
+        let base = self
+            .version
+            .as_deref()
+            .map(|v| Expect::for_release(v).encode());
+        let parts: Vec<&str> = [base.as_deref(), self.expect.as_deref(), extra]
+            .into_iter()
+            .flatten()
+            .collect();
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        Expect::parse(&parts.join(","))
+            .map(|e| Some(e.encode()))
+            .map_err(|e| e.to_string())
+    }
 }
 
 /// Errors getting a kernel image.

@@ -299,29 +299,9 @@ async fn run(args: RunArgs) -> anyhow::Result<u8> {
     }
     let resolved = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
     let (image, version) = (resolved.path.clone(), resolved.version.clone());
-    // Expectations: the resolved version's row of the ABI table (debian:6.18
-    // -> 6.18.15), then what the kernel's definition declares, then --expect.
-    let expect = {
-        use guest_tests::expect::Expect;
-        let base = version.as_deref().map(|v| Expect::for_release(v).encode());
-        let parts: Vec<&str> = [
-            base.as_deref(),
-            resolved.expect.as_deref(),
-            args.expect.as_deref(),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        if parts.is_empty() {
-            None
-        } else {
-            Some(
-                Expect::parse(&parts.join(","))
-                    .map_err(|e| anyhow::anyhow!("--expect: {e}"))?
-                    .encode(),
-            )
-        }
-    };
+    let expect = resolved
+        .expectations(args.expect.as_deref())
+        .map_err(|e| anyhow::anyhow!("--expect: {e}"))?;
     let mut tests: Vec<SuiteTest> = Vec::new();
     if !args.no_topology_check {
         tests.push(suite::topology_check(&topology));

@@ -12,7 +12,7 @@ pub mod report;
 use crate::cell::CellSpec;
 use crate::guestbin::GuestBins;
 use crate::host::{self, AccelChoice};
-use crate::kernelspec::KernelSpec;
+use crate::kernelspec::{KernelSpec, ResolvedKernel};
 use crate::suite::{self, SuiteTest};
 use crate::topology::Topology;
 use report::{Meta, Report, RowStatus};
@@ -38,7 +38,7 @@ fn infra(e: impl std::fmt::Display) -> BenchError {
 /// `harness bench` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Kernel (`debian:<v>` or `path:<bzImage>`); repeatable.
+    /// Kernel (`debian:<v>`, `source:<definition>` or `path:<bzImage>`); repeatable.
     #[arg(long = "kernel", required = true)]
     pub kernels: Vec<String>,
     /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
@@ -192,11 +192,13 @@ pub fn suite_test_with(specs: &[String], expect: Option<&str>) -> SuiteTest {
     t
 }
 
-fn expect_for(a: &BenchArgs, k: &KernelSpec) -> Option<String> {
-    a.expect.clone().or_else(|| {
-        k.version()
-            .map(|v| guest_tests::expect::Expect::for_release(v).encode())
-    })
+/// `--expect` alone when given (it is the whole statement); else what the
+/// resolved kernel's version and definition say (`source:7.3-immutable`
+/// declares `immutable=1`).
+fn expect_for(a: &BenchArgs, k: &ResolvedKernel) -> Option<String> {
+    a.expect
+        .clone()
+        .or_else(|| k.expectations(None).ok().flatten())
 }
 
 /// A cell/dir name component: no `/`, no spaces.
@@ -242,11 +244,12 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
 
     if let Some(dir) = &a.emit_bare {
         let (label, kspec) = &kernels[0];
-        let image = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
+        let resolved = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
+        let image = resolved.path.clone();
         let (_, topo) = &topologies[0];
         let mut tests = vec![suite::topology_check(topo)];
         tests.extend(
-            suite::builtin(&a.bare_suite, expect_for(&a, kspec).as_deref())
+            suite::builtin(&a.bare_suite, expect_for(&a, &resolved).as_deref())
                 .map_err(|e| BenchError::Usage(e.to_string()))?,
         );
         bare::emit(dir, &image, topo, accel, &tests, &bins).map_err(infra)?;
@@ -266,13 +269,14 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
     let mut accels: Vec<String> = Vec::new();
     let mut any_bad = false;
     for (klabel, kspec) in &kernels {
-        let image = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
+        let resolved = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
+        let image = resolved.path.clone();
         for (tlabel, topo) in &topologies {
             let (mut args, names) = guest_args(&a, topo.nodes().len())?;
             if baseline.is_none() {
                 baseline = names.first().cloned();
             }
-            if let Some(e) = expect_for(&a, kspec) {
+            if let Some(e) = expect_for(&a, &resolved) {
                 args.push("--expect".into());
                 args.push(e);
             }
@@ -378,12 +382,13 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
 }
 
 /// A bootable image for the spec (the one resolver of `kernelspec`).
-async fn resolve_kernel(k: &KernelSpec, mirror: Option<String>) -> Result<PathBuf, BenchError> {
+async fn resolve_kernel(
+    k: &KernelSpec,
+    mirror: Option<String>,
+) -> Result<ResolvedKernel, BenchError> {
     let k = k.clone();
     tokio::task::spawn_blocking(move || {
-        crate::kernelspec::resolve(&k, mirror.as_deref(), &mut |_| {})
-            .map(|r| r.path)
-            .map_err(infra)
+        crate::kernelspec::resolve(&k, mirror.as_deref(), &mut |_| {}).map_err(infra)
     })
     .await
     .map_err(infra)?
