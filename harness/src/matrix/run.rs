@@ -11,7 +11,7 @@ use super::{glob, Matrix};
 use crate::cell::CellSpec;
 use crate::guestbin::GuestBins;
 use crate::host;
-use crate::kernelspec::KernelSpec;
+use crate::kernelspec::{KernelSpec, ResolvedKernel};
 use crate::result::VmEnd;
 use crate::share::{self, KernelSupport, ShareError, ShareSetup};
 use crate::suite::SuiteTest;
@@ -148,10 +148,8 @@ pub fn keep_case(glob_pat: Option<&str>, suite_tests: &[String], case: &str) -> 
 }
 
 /// Resolves a kernel to a bootable image (blocking; downloads for `debian:`).
-pub fn resolve_kernel(spec: &KernelSpec, mirror: Option<&str>) -> Result<PathBuf, String> {
-    crate::kernelspec::resolve(spec, mirror, &mut |_| {})
-        .map(|k| k.path)
-        .map_err(|e| e.to_string())
+pub fn resolve_kernel(spec: &KernelSpec, mirror: Option<&str>) -> Result<ResolvedKernel, String> {
+    crate::kernelspec::resolve(spec, mirror, &mut |_| {}).map_err(|e| e.to_string())
 }
 
 /// A cell's share setup from the matrix: its `shares:` (checked on disk
@@ -241,7 +239,7 @@ pub async fn run(
     let bins = Arc::new(bins);
 
     // Each kernel once, in first-use order.
-    let mut images: BTreeMap<String, Result<PathBuf, String>> = BTreeMap::new();
+    let mut images: BTreeMap<String, Result<ResolvedKernel, String>> = BTreeMap::new();
     for &c in cells {
         let k = &m.kernels[m.cells[c].kernel];
         if images.contains_key(&k.spec_text) || cancel.is_cancelled() {
@@ -275,7 +273,7 @@ pub async fn run(
         if !wanted || daemon.is_err() || supports.contains_key(&k.spec_text) {
             continue;
         }
-        let Some(Ok(image)) = images.get(&k.spec_text) else {
+        let Some(Ok(ResolvedKernel { path: image, .. })) = images.get(&k.spec_text) else {
             continue;
         };
         if cancel.is_cancelled() {
@@ -311,7 +309,13 @@ pub async fn run(
             continue;
         }
         send(Event::Step(format!("building {name} for {}", k.spec_text)));
-        let (name, version) = (name.clone(), k.spec.version().map(String::from));
+        // The resolved version: a `source:` kernel's definition says it.
+        let version = match images.get(&k.spec_text) {
+            Some(Ok(r)) => r.version.clone(),
+            _ => None,
+        }
+        .or_else(|| k.spec.version().map(String::from));
+        let name = name.clone();
         let ks_opts = crate::kselftest::Options {
             mirror: opts.debian_mirror.clone(),
             rebuild: false,
@@ -392,7 +396,7 @@ pub async fn run(
                 .cloned()
                 .unwrap_or_else(|| Err("not fetched".into()))
             {
-                Ok(p) => p,
+                Ok(r) => r.path,
                 Err(e) => {
                     let o = outcome_for(
                         c,
