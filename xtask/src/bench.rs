@@ -72,7 +72,7 @@ struct Contender {
     run: RunOnce,
 }
 
-fn median(xs: &[f64]) -> f64 {
+pub(crate) fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
@@ -87,7 +87,7 @@ fn median(xs: &[f64]) -> f64 {
 }
 
 /// Runs `c` with a deadline; returns (seconds, exit code or -1, output tail).
-fn timed(mut c: Command, limit: Duration, log: &Path) -> Result<(f64, i32, String)> {
+pub(crate) fn timed(mut c: Command, limit: Duration, log: &Path) -> Result<(f64, i32, String)> {
     let file = std::fs::File::create(log).with_context(|| log.display().to_string())?;
     c.stdin(Stdio::null())
         .stdout(file.try_clone()?)

@@ -6,6 +6,8 @@
 //! - `test`: the quick tier (no VMs).
 //! - `bench-boot`, `bench-peers`: time-to-result against a bare QEMU boot
 //!   and against virtme-ng / vmtest (see docs/bench.md).
+//! - `bench-matrix [--runs N] [--jobs 1,2] [-- SELECTION]`: matrix cells in
+//!   parallel against one at a time (see docs/matrix.md).
 //! - `fuzz [--seconds N] [--seed S]`: mutation fuzzing of the KTAP parser and
 //!   console scanner on stable Rust (corpus in `harness/tests/fuzz-corpus`).
 //! - `soak --minutes M [--matrix FILE]`: a matrix again and again; counts
@@ -15,6 +17,7 @@ use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
 
 mod bench;
+mod bench_matrix;
 mod ci;
 mod fuzz;
 mod matrix;
@@ -35,10 +38,11 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some(c @ ("bench-boot" | "bench-peers")) => bench::run(&sh, c, &args[1..]),
+        Some("bench-matrix") => bench_matrix::run(&sh, &args[1..]),
         Some(other) => bail!(
-            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers"
+            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix"
         ),
-        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers>"),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix>"),
     }
 }
 

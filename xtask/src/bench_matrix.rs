@@ -1,0 +1,185 @@
+//! `cargo xtask bench-matrix`: the speed-up of running matrix cells in
+//! parallel over running them one at a time, measured in one invocation
+//! (runs of each `-j` interleaved, order rotated each round, so drift of a
+//! shared machine hits all alike).
+//!
+//! Options: `--runs N` (default 2), `--jobs LIST` (default `1,2`),
+//! `--out DIR` (default target/bench); anything after `--` goes to
+//! `harness matrix` as the cell selection (default: `--suite smoke
+//! --topology 1n2c,2n2c,4n1c-dist`, 27 cells of the default matrix).
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use xshell::{cmd, Shell};
+
+use crate::bench::{median, timed};
+
+struct Opts {
+    runs: usize,
+    jobs: Vec<String>,
+    out: PathBuf,
+    select: Vec<String>,
+}
+
+fn opts(args: &[String], root: &Path) -> Result<Opts> {
+    let mut o = Opts {
+        runs: 2,
+        jobs: vec!["1".into(), "2".into()],
+        out: root.join("target").join("bench"),
+        select: ["--suite", "smoke", "--topology", "1n2c,2n2c,4n1c-dist"]
+            .map(String::from)
+            .to_vec(),
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut v = || it.next().cloned().context(format!("{a} needs a value"));
+        match a.as_str() {
+            "--runs" => o.runs = v()?.parse().context("--runs")?,
+            "--jobs" => o.jobs = v()?.split(',').map(|s| s.trim().to_string()).collect(),
+            "--out" => o.out = v()?.into(),
+            "--" => {
+                o.select = it.by_ref().cloned().collect();
+            }
+            other => bail!("unknown option {other:?} (matrix selection goes after --)"),
+        }
+    }
+    if o.runs == 0 || o.jobs.is_empty() {
+        bail!("--runs must be >= 1 and --jobs non-empty");
+    }
+    Ok(o)
+}
+
+/// `QEMU CPU 999.4 s = 0.93 cores busy` from the matrix summary line.
+fn cores_busy(text: &str) -> Option<f64> {
+    let line = text.lines().rev().find(|l| l.contains("cores busy"))?;
+    let before = line.split(" cores busy").next()?;
+    before.rsplit(' ').next()?.parse().ok()
+}
+
+/// `cells: 27 passed, 0 failed, 0 not run` -> (passed, total).
+fn cells_passed(text: &str) -> Option<(usize, usize)> {
+    let line = text.lines().rev().find(|l| l.starts_with("cells: "))?;
+    let nums: Vec<usize> = line
+        .trim_start_matches("cells: ")
+        .split(';')
+        .next()?
+        .split(',')
+        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+        .collect();
+    (nums.len() == 3).then(|| (nums[0], nums.iter().sum()))
+}
+
+pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
+    let root = sh.current_dir();
+    let o = opts(args, &root)?;
+    cmd!(sh, "cargo build --quiet --release --package harness").run()?;
+    let harness = root.join("target/release/harness");
+    let logs = o.out.join("matrix-logs");
+    std::fs::create_dir_all(&logs)?;
+    // Warm-up: guest binaries built, kernels fetched, not counted.
+    let status = Command::new(&harness)
+        .arg("matrix")
+        .args(["--list"])
+        .args(&o.select)
+        .status()?;
+    if !status.success() {
+        bail!("harness matrix --list failed: {status}");
+    }
+    // (seconds, cores busy, passed, total) per run, per -j.
+    let mut samples: Vec<Vec<(f64, f64, usize, usize)>> = vec![Vec::new(); o.jobs.len()];
+    for r in 0..o.runs {
+        for k in 0..o.jobs.len() {
+            let i = (k + r) % o.jobs.len();
+            let j = &o.jobs[i];
+            let mut c = Command::new(&harness);
+            c.args(["matrix", "-j", j, "--out"])
+                .arg(o.out.join(format!("matrix-j{j}")))
+                .args(&o.select);
+            let log = logs.join(format!("j{j}-{r}.log"));
+            let (secs, code, text) = timed(c, Duration::from_secs(4 * 3600), &log)?;
+            let busy = cores_busy(&text).unwrap_or(0.0);
+            let (passed, total) = cells_passed(&text).unwrap_or((0, 0));
+            eprintln!(
+                "xtask: run {}/{} -j {j}: {secs:.1} s, {busy:.2} cores busy, {passed}/{total} cells passed (exit {code}; log {})",
+                r + 1,
+                o.runs,
+                log.display()
+            );
+            samples[i].push((secs, busy, passed, total));
+        }
+    }
+    let base = median(&samples[0].iter().map(|s| s.0).collect::<Vec<_>>());
+    let mut table = format!(
+        "bench-matrix: harness matrix {}, {} interleaved runs per -j, medians of whole-command wall time\n{:<6} {:>9} {:>9} {:>9} {:>11} {:>9}  cells\n",
+        o.select.join(" "),
+        o.runs,
+        "-j",
+        "median s",
+        "min s",
+        "max s",
+        "cores busy",
+        "speed-up"
+    );
+    let mut rows = Vec::new();
+    for (j, s) in o.jobs.iter().zip(&samples) {
+        let secs: Vec<f64> = s.iter().map(|x| x.0).collect();
+        let med = median(&secs);
+        let busy = median(&s.iter().map(|x| x.1).collect::<Vec<_>>());
+        let min = secs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = secs.iter().copied().fold(0.0, f64::max);
+        let speedup = if med > 0.0 { base / med } else { 0.0 };
+        let cells = s
+            .iter()
+            .map(|x| format!("{}/{}", x.2, x.3))
+            .collect::<Vec<_>>()
+            .join(" ");
+        table += &format!(
+            "{j:<6} {med:>9.1} {min:>9.1} {max:>9.1} {busy:>11.2} {speedup:>8.2}x  {cells}\n"
+        );
+        rows.push(format!(
+            "{{\"jobs\":{j:?},\"median_s\":{med:.2},\"min_s\":{min:.2},\"max_s\":{max:.2},\"cores_busy\":{busy:.2},\"speedup_over_first\":{speedup:.3},\"samples_s\":{secs:?}}}"
+        ));
+    }
+    print!("{table}");
+    std::fs::write(o.out.join("matrix.txt"), &table)?;
+    std::fs::write(
+        o.out.join("matrix.json"),
+        format!(
+            "{{\"select\":{:?},\"runs\":{},\"rows\":[\n{}\n]}}\n",
+            o.select,
+            o.runs,
+            rows.join(",\n")
+        ),
+    )?;
+    println!("written: {}", o.out.join("matrix.json").display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_matrix_summary() {
+        let t = "PASS a\ncells: 25 passed, 1 failed, 1 not run; 85.1 s wall (7.6 s preparing, 77.5 s running cells); QEMU CPU 90.2 s = 1.16 cores busy while cells ran\nJUnit: x\n";
+        assert_eq!(cores_busy(t), Some(1.16));
+        assert_eq!(cells_passed(t), Some((25, 27)));
+        assert_eq!(cores_busy("nothing"), None);
+        assert_eq!(cells_passed("cells: lots"), None);
+    }
+
+    #[test]
+    fn options() {
+        let o = opts(
+            &["--jobs", "1, 2,auto", "--", "--kernel", "debian-7.3"].map(String::from),
+            Path::new("/r"),
+        )
+        .unwrap();
+        assert_eq!(o.jobs, ["1", "2", "auto"]);
+        assert_eq!(o.select, ["--kernel", "debian-7.3"]);
+        assert!(opts(&["--bogus".into()], Path::new("/r")).is_err());
+        assert!(opts(&["--runs".into(), "0".into()], Path::new("/r")).is_err());
+    }
+}
