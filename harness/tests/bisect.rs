@@ -588,25 +588,23 @@ fn bad_metric_arguments_are_refused() {
     }
 }
 
-/// The real thing: Debian's 7.3 source as a repository with five commits on
-/// top, the third of which breaks `PR_FUTEX_HASH_GET_SLOTS`; bisected with
-/// real builds (ccache) and boots. `HARNESS_BISECT_E2E=1` (full tier).
-#[test]
-fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
-    if std::env::var("HARNESS_BISECT_E2E").as_deref() != Ok("1") {
-        eprintln!("skipped: set HARNESS_BISECT_E2E=1 (builds and boots 7.3 kernels)");
-        return;
-    }
+/// Debian's 7.3 source (the `7.3` definition's base) as a repository at
+/// `<tmp>/b/src` (next to `<tmp>/b/obj`: the same relative layout as the
+/// definition's work tree, so that ccache hits) with five commits on top;
+/// the third is made by `plant` (which edits the tree and returns the
+/// commit subject), the others touch a documentation file.
+/// Returns (out dir, tree, good id, the five ids).
+fn linux_repo(
+    t: &Path,
+    plant: &dyn Fn(&Path) -> &'static str,
+) -> (PathBuf, PathBuf, String, Vec<String>) {
     use harness::kernel::{cache::Cache, definition, source};
     let dir = definition::kernels_dir().unwrap();
     let def = definition::load(&dir, "7.3").unwrap();
     let cache = Cache::from_env().unwrap();
     let mirror = || harness::kernel::debian::DebianMirror::discover(None);
     let base = source::prepare(&def.base, &cache, &mirror, &|m| eprintln!("{m}")).unwrap();
-    let t = tempfile::tempdir().unwrap();
-    // <t>/b/src next to <t>/b/obj: the same relative layout as the
-    // definition's work tree, so that ccache hits.
-    let out = t.path().join("b");
+    let out = t.join("b");
     let tree = out.join("src");
     std::fs::create_dir_all(&out).unwrap();
     let status = Command::new("git")
@@ -621,15 +619,8 @@ fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
     let mut ids = Vec::new();
     for i in 0..5 {
         if i == 2 {
-            let p = tree.join("kernel/futex/core.c");
-            let s = std::fs::read_to_string(&p).unwrap();
-            let from = "ret = futex_hash_get_slots();";
-            assert!(s.contains(from));
-            std::fs::write(&p, s.replacen(from, "ret = futex_hash_get_slots() + 1;", 1)).unwrap();
-            git(
-                &tree,
-                &["commit", "-q", "-a", "-m", "futex: off by one in GET_SLOTS"],
-            );
+            let subject = plant(&tree);
+            git(&tree, &["commit", "-q", "-a", "-m", subject]);
         } else {
             let p = tree.join("Documentation/bisect-fixture.txt");
             std::fs::write(&p, format!("{i}\n")).unwrap();
@@ -641,6 +632,34 @@ fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
         }
         ids.push(git(&tree, &["rev-parse", "HEAD"]));
     }
+    (out, tree, good, ids)
+}
+
+fn e2e_enabled() -> bool {
+    if std::env::var("HARNESS_BISECT_E2E").as_deref() != Ok("1") {
+        eprintln!("skipped: set HARNESS_BISECT_E2E=1 (builds and boots 7.3 kernels)");
+        return false;
+    }
+    true
+}
+
+/// The real thing: Debian's 7.3 source as a repository with five commits on
+/// top, the third of which breaks `PR_FUTEX_HASH_GET_SLOTS`; bisected with
+/// real builds (ccache) and boots. `HARNESS_BISECT_E2E=1` (full tier).
+#[test]
+fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
+    if !e2e_enabled() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (out, tree, good, ids) = linux_repo(t.path(), &|tree| {
+        let p = tree.join("kernel/futex/core.c");
+        let s = std::fs::read_to_string(&p).unwrap();
+        let from = "ret = futex_hash_get_slots();";
+        assert!(s.contains(from));
+        std::fs::write(&p, s.replacen(from, "ret = futex_hash_get_slots() + 1;", 1)).unwrap();
+        "futex: off by one in GET_SLOTS"
+    });
     let t0 = std::time::Instant::now();
     let r = harness(&[
         "bisect",
@@ -663,6 +682,82 @@ fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
     eprintln!("e2e bisect: {:.0} s", t0.elapsed().as_secs_f64());
     assert!(r.status.success(), "{}", text(&r));
     assert!(String::from_utf8_lossy(&r.stdout).contains(&format!("first bad commit: {}", ids[2])));
+    assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
+    assert_eq!(git(&tree, &["status", "--porcelain"]), "");
+}
+
+/// A performance regression in a real tree: the third commit makes every
+/// `futex_wait` spin 20 us in `futex_wait_setup` (what a misplaced debug
+/// delay or a lock held too long does), so the bench's wait-with-the-wrong-
+/// value loop drops from about a million ops/s to under a hundred thousand
+/// under TCG. Bisected on `ops_per_s_mean:global` with two runs a step.
+#[test]
+fn e2e_finds_a_futex_slowdown_by_its_benchmark() {
+    if !e2e_enabled() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let (out, tree, good, ids) = linux_repo(t.path(), &|tree| {
+        let p = tree.join("kernel/futex/waitwake.c");
+        let s = std::fs::read_to_string(&p).unwrap();
+        let include = "#include <linux/freezer.h>\n";
+        let entry = "\tu32 uval;\n\tint ret;\n\n\t/*\n\t * Access the page AFTER the hash-bucket is locked.";
+        assert!(
+            s.contains(include) && s.contains(entry),
+            "7.3's waitwake.c changed"
+        );
+        let s = s.replacen(
+            include,
+            "#include <linux/freezer.h>\n#include <linux/delay.h>\n",
+            1,
+        );
+        let s = s.replacen(
+            entry,
+            &entry.replacen("\tint ret;\n", "\tint ret;\n\n\tudelay(20);\n", 1),
+            1,
+        );
+        std::fs::write(&p, s).unwrap();
+        "futex: wait for the bucket to settle"
+    });
+    let t0 = std::time::Instant::now();
+    let r = harness(&[
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        &good,
+        "--bad",
+        "main",
+        "--kernel",
+        "7.3",
+        "--topology",
+        "nodes=2,cpus=1,mem=512M",
+        "--test",
+        "bench/global",
+        "--metric",
+        "ops_per_s_mean:global",
+        "--threshold",
+        "<300k",
+        "--repeat",
+        "2",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    eprintln!("{}", text(&r));
+    eprintln!("e2e metric bisect: {:.0} s", t0.elapsed().as_secs_f64());
+    assert!(r.status.success(), "{}", text(&r));
+    let stdout = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        stdout.contains(&format!("first bad commit: {}", ids[2])),
+        "{stdout}"
+    );
+    // Every step has two values and their median.
+    let steps = std::fs::read_to_string(out.join("steps.jsonl")).unwrap();
+    for line in steps.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["values"].as_array().map(Vec::len), Some(2), "{line}");
+        assert!(v["value"].as_f64().is_some(), "{line}");
+    }
     assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
     assert_eq!(git(&tree, &["status", "--porcelain"]), "");
 }

@@ -228,10 +228,18 @@ fn vmtest_contender(kernel: PathBuf, wrapper: PathBuf) -> Option<Contender> {
     })?;
     Some(Contender {
         name: "vmtest",
-        what: "vmtest -k <vmlinuz> -q <tcg wrapper> true".into(),
+        what: "vmtest -k <vmlinuz> -q <tcg wrapper> --kargs root=/dev/root true".into(),
         run: Box::new(move |log| {
             let mut c = Command::new(&bin);
-            c.arg("-k").arg(&kernel).arg("-q").arg(&wrapper).arg("true");
+            // vmtest 0.18 passes no root=; since the 7.x nullfs root the
+            // kernel then mounts its 9p root with an empty source ("9p: Bad
+            // value for 'source'"). Its 9p mount tag is /dev/root.
+            c.arg("-k")
+                .arg(&kernel)
+                .arg("-q")
+                .arg(&wrapper)
+                .args(["--kargs", "root=/dev/root"])
+                .arg("true");
             let (secs, code, text) = timed(c, Duration::from_secs(300), log)?;
             Ok(Sample {
                 secs,
