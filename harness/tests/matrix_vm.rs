@@ -4,7 +4,7 @@
 //! `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
 
 mod common;
-use common::{case, enabled, parse_junit};
+use common::{case, enabled, parse_junit, processes_with};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -118,21 +118,6 @@ fn mini_matrix_runs_end_to_end() {
     let r = harness(&m, &out, &["--rerun-failed"]).output().unwrap();
     assert_eq!(r.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&r.stderr).contains("rerunning 0 cells"));
-}
-
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
 }
 
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {

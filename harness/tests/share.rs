@@ -9,7 +9,7 @@
 //! fragment, support read from its `.config`).
 
 mod common;
-use common::enabled;
+use common::{enabled, processes_with};
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -140,21 +140,6 @@ fn cell_dir(dir: &Path) -> PathBuf {
         .collect();
     assert_eq!(v.len(), 1, "{v:?}");
     v.remove(0)
-}
-
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
 }
 
 fn virtiofsd_with(marker: &str) -> Vec<u32> {

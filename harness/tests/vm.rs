@@ -6,7 +6,7 @@
 //! The kernel is `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`).
 
 mod common;
-use common::{case, enabled, parse_junit, Case};
+use common::{case, enabled, parse_junit, processes_with, Case};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -252,22 +252,6 @@ fn hostile_output_still_gives_valid_xml() {
         !after.is_empty() && after.iter().all(|c| c.failure.is_none()),
         "{after:?}"
     );
-}
-
-/// Processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
-                pids.push(pid);
-            }
-        }
-    }
-    pids
 }
 
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {

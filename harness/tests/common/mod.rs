@@ -82,3 +82,21 @@ pub fn source_kernel() -> Option<String> {
     );
     None
 }
+
+/// Processes (other than this one) whose command line contains `marker`:
+/// how the tests check that no QEMU or virtiofsd outlived the harness.
+#[allow(dead_code)]
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
