@@ -19,13 +19,33 @@ pub enum Growth {
 }
 
 impl Growth {
-    fn name(self) -> &'static str {
+    /// The name `--expect growth=` and `matrix.yaml` use.
+    pub fn name(self) -> &'static str {
         match self {
             Growth::None => "none",
             Growth::Thread => "thread",
             Growth::VmNotVfork => "vm-not-vfork",
             Growth::AnyVm => "any-vm",
         }
+    }
+}
+
+/// An expected feature without the feature it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Contradiction {
+    /// The key expected on (`immutable`).
+    pub key: &'static str,
+    /// The key it needs, expected off (`private_hash`).
+    pub needs: &'static str,
+}
+
+impl std::fmt::Display for Contradiction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} expected without {}: no kernel has one without the other (set {}=0 too, or {}=1)",
+            self.key, self.needs, self.key, self.needs
+        )
     }
 }
 
@@ -70,43 +90,92 @@ impl Expect {
     /// running kernel's defaults ([`Expect::for_running_kernel`]).
     pub fn parse(s: &str) -> Result<Expect, String> {
         let mut e = Expect::for_running_kernel();
+        e.apply(s)?;
+        Ok(e)
+    }
+
+    /// Applies `key=value,...` over `self`, left to right, later keys
+    /// winning. Switching a feature off switches off what needs it
+    /// (`prctl=0` -> no private hash; `private_hash=0` -> not immutable, no
+    /// growth), so `--expect private_hash=0` over a 6.18 row means what it
+    /// says; a later key that turns a dependent back on contradicts it and
+    /// is an error ([`Expect::contradiction`]).
+    pub fn apply(&mut self, s: &str) -> Result<(), String> {
         for kv in s.split(',').filter(|p| !p.is_empty()) {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("{kv:?}: expected key=value"))?;
-            let flag = || match v {
-                "1" | "yes" | "true" => Ok(true),
-                "0" | "no" | "false" => Ok(false),
-                _ => Err(format!("{k}={v:?}: expected 1/0, yes/no or true/false")),
-            };
-            match k {
-                "prctl" => e.prctl = flag()?,
-                "private_hash" => e.private_hash = flag()?,
-                "immutable" => e.immutable = flag()?,
-                "numa" => e.numa = flag()?,
-                "mpol" => e.mpol = flag()?,
-                "requeue_same_flags" => e.requeue_same_flags = flag()?,
-                "growth" => {
-                    e.growth = match v {
-                        "none" => Growth::None,
-                        "thread" => Growth::Thread,
-                        "vm-not-vfork" => Growth::VmNotVfork,
-                        "any-vm" => Growth::AnyVm,
-                        _ => {
-                            return Err(format!(
-                                "growth={v:?}: expected none, thread, vm-not-vfork or any-vm"
-                            ))
-                        }
-                    }
-                }
-                _ => {
-                    return Err(format!(
-                    "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags"
-                ))
+            self.set(k, v)?;
+        }
+        match self.contradiction() {
+            Some(c) => Err(c.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets one key (see [`Expect::apply`] for the cascade).
+    pub fn set(&mut self, k: &str, v: &str) -> Result<(), String> {
+        let flag = || match v {
+            "1" | "yes" | "true" => Ok(true),
+            "0" | "no" | "false" => Ok(false),
+            _ => Err(format!("{k}={v:?}: expected 1/0, yes/no or true/false")),
+        };
+        match k {
+            "prctl" => {
+                self.prctl = flag()?;
+                if !self.prctl {
+                    self.set("private_hash", "0")?;
                 }
             }
+            "private_hash" => {
+                self.private_hash = flag()?;
+                if !self.private_hash {
+                    self.immutable = false;
+                    self.growth = Growth::None;
+                }
+            }
+            "immutable" => self.immutable = flag()?,
+            "numa" => self.numa = flag()?,
+            "mpol" => self.mpol = flag()?,
+            "requeue_same_flags" => self.requeue_same_flags = flag()?,
+            "growth" => {
+                self.growth = match v {
+                    "none" => Growth::None,
+                    "thread" => Growth::Thread,
+                    "vm-not-vfork" => Growth::VmNotVfork,
+                    "any-vm" => Growth::AnyVm,
+                    _ => {
+                        return Err(format!(
+                            "growth={v:?}: expected none, thread, vm-not-vfork or any-vm"
+                        ))
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags"
+                ))
+            }
         }
-        Ok(e)
+        Ok(())
+    }
+
+    /// A combination no kernel can have: a feature expected without the
+    /// one it is built on (the private hash is reached through the prctl;
+    /// immutability and automatic growth are properties of the private
+    /// hash). Tests of such an expectation could only fail or, worse,
+    /// check one half and pass.
+    pub fn contradiction(&self) -> Option<Contradiction> {
+        let c = |key, needs| Some(Contradiction { key, needs });
+        if self.private_hash && !self.prctl {
+            c("private_hash", "prctl")
+        } else if self.immutable && !self.private_hash {
+            c("immutable", "private_hash")
+        } else if self.growth != Growth::None && !self.private_hash {
+            c("growth", "private_hash")
+        } else {
+            None
+        }
     }
 
     /// Defaults from the version table for a kernel release string
@@ -185,5 +254,42 @@ mod tests {
             .unwrap_err()
             .contains("unknown key"));
         assert!(Expect::parse("growth=sometimes").is_err());
+    }
+
+    #[test]
+    fn switching_a_feature_off_switches_off_what_needs_it() {
+        let mut e = Expect::for_release("7.3.4");
+        e.apply("immutable=1,prctl=0").unwrap();
+        assert!(!e.prctl && !e.private_hash && !e.immutable);
+        assert_eq!(e.growth, Growth::None);
+        // Layered over a version row (what the harness does): fine.
+        let mut e = Expect::for_release("6.18.15");
+        e.apply(&format!("{},private_hash=0", e.encode())).unwrap();
+        assert_eq!((e.private_hash, e.growth), (false, Growth::None));
+        assert!(e.prctl && e.numa);
+    }
+
+    #[test]
+    fn a_dependent_turned_back_on_is_a_contradiction() {
+        let mut e = Expect::for_release("7.3.4");
+        let err = e.apply("private_hash=0,immutable=1").unwrap_err();
+        assert_eq!(
+            err,
+            "immutable expected without private_hash: no kernel has one without the other (set immutable=0 too, or private_hash=1)"
+        );
+        let mut e = Expect::for_release("7.3.4");
+        assert!(e
+            .apply("prctl=0,growth=thread")
+            .unwrap_err()
+            .starts_with("growth expected without private_hash"));
+        let mut e = Expect::for_release("6.12.1");
+        assert!(e
+            .apply("private_hash=1")
+            .unwrap_err()
+            .starts_with("private_hash expected without prctl"));
+        // Each contradiction is named; consistent rows have none.
+        for r in ["6.12.1", "6.16.12", "6.17.13", "6.18.15", "7.0.13", "7.3.4"] {
+            assert_eq!(Expect::for_release(r).contradiction(), None, "{r}");
+        }
     }
 }

@@ -131,6 +131,10 @@ fn schema_errors_say_where_and_what_was_expected() {
             "kernels:\n  - name: a\n    spec: debian:6.16\n    features: {private_hash: true, prctl: false}\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
             "m.yaml:4:16: kernel \"a\": private_hash: true needs prctl: true",
         ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {private_hash: false, growth: thread}\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
+            "m.yaml:4:37: kernel \"a\": growth: thread needs private_hash: true",
+        ),
     ];
     let mut cases = cases.to_vec();
     let shares = share_error_cases();

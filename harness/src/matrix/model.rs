@@ -310,21 +310,40 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                 ))
             }
         };
-        let expect = Expect {
-            prctl: f.prctl.unwrap_or(base.prctl),
-            private_hash: f.private_hash.unwrap_or(base.private_hash),
-            immutable: f.immutable.unwrap_or(base.immutable),
-            numa: f.numa.unwrap_or(base.numa),
-            mpol: f.mpol.unwrap_or(base.mpol),
-            growth: f.growth.map(growth).unwrap_or(base.growth),
-            requeue_same_flags: f.requeue_same_flags.unwrap_or(base.requeue_same_flags),
-        };
-        if expect.private_hash && !expect.prctl {
+        // Given features over the version's row, in dependency order so
+        // that `prctl: false` alone also means no private hash (see
+        // `Expect::apply`); a dependent given back on is an error at it.
+        let b = |v: Option<bool>| v.map(|v| if v { "1" } else { "0" });
+        let given = [
+            ("prctl", b(f.prctl)),
+            ("private_hash", b(f.private_hash)),
+            ("immutable", b(f.immutable)),
+            ("numa", b(f.numa)),
+            ("mpol", b(f.mpol)),
+            ("growth", f.growth.map(|g| growth(g).name())),
+            ("requeue_same_flags", b(f.requeue_same_flags)),
+        ];
+        let mut expect = base;
+        for (key, value) in given.iter().filter_map(|(k, v)| Some((*k, (*v)?))) {
+            expect
+                .set(key, value)
+                .map_err(|m| cx.at_item("kernels", &k.name, Some(key), m))?;
+        }
+        if let Some(c) = expect.contradiction() {
+            let value = given
+                .iter()
+                .find(|(key, _)| *key == c.key)
+                .and_then(|(_, v)| *v)
+                .unwrap_or("true");
+            let value = if value == "1" { "true" } else { value };
             return Err(cx.at_item(
                 "kernels",
                 &k.name,
-                Some("private_hash"),
-                format!("kernel {:?}: private_hash: true needs prctl: true", k.name),
+                Some(c.key),
+                format!(
+                    "kernel {:?}: {}: {value} needs {}: true",
+                    k.name, c.key, c.needs
+                ),
             ));
         }
         kernels.push(Kernel {

@@ -1,0 +1,247 @@
+//! The futex suites on the kernel this machine runs, with no VM: every case
+//! passes with the running kernel's expectations, and flipping one
+//! expectation makes the cases that assert it fail (proof the assertions
+//! bite). Quick tier: about 10 s, always on.
+//!
+//! The mutation table below is written for a 6.17+ kernel with the private
+//! hash, FUTEX2_NUMA/MPOL and without the immutable patch (this machine:
+//! 6.18.44, one node); the first assertion says so if the host differs.
+
+use guest_tests::expect::{Expect, Growth};
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BINARIES: [(&str, &str); 5] = [
+    ("futex-prctl", env!("CARGO_BIN_EXE_futex-prctl")),
+    ("futex-resize", env!("CARGO_BIN_EXE_futex-resize")),
+    ("futex-immutable", env!("CARGO_BIN_EXE_futex-immutable")),
+    ("futex-numa", env!("CARGO_BIN_EXE_futex-numa")),
+    ("futex-mpol", env!("CARGO_BIN_EXE_futex-mpol")),
+];
+
+struct Outcome {
+    status: Option<i32>,
+    ktap: String,
+}
+
+impl Outcome {
+    /// Top-level case names by result (`ok`, `not ok`, SKIP counts as ok).
+    fn cases(&self, want_ok: bool) -> BTreeSet<String> {
+        self.ktap
+            .lines()
+            .filter_map(|l| {
+                let (ok, rest) = if let Some(r) = l.strip_prefix("not ok ") {
+                    (false, r)
+                } else if let Some(r) = l.strip_prefix("ok ") {
+                    (true, r)
+                } else {
+                    return None;
+                };
+                let name = rest.split_once(' ')?.1;
+                let name = name.split(" # ").next()?.trim().to_string();
+                (ok == want_ok).then_some(name)
+            })
+            .collect()
+    }
+}
+
+fn run(binary: &str, expect: Option<&str>) -> Outcome {
+    let path = BINARIES
+        .iter()
+        .find(|(n, _)| *n == binary)
+        .unwrap_or_else(|| panic!("no binary {binary}"))
+        .1;
+    let mut cmd = Command::new(path);
+    if let Some(e) = expect {
+        cmd.args(["--expect", e]);
+    }
+    let out_path = std::env::temp_dir().join(format!(
+        "host-kernel-{}-{binary}-{}.ktap",
+        std::process::id(),
+        expect.unwrap_or("default").replace([',', '='], "_")
+    ));
+    let out = std::fs::File::create(&out_path).unwrap();
+    let mut child = cmd
+        .stdout(out)
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {path}: {e}"));
+    // Every case has its own bounded waits; this only keeps a bug from
+    // hanging the test run.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{binary} --expect {expect:?} ran over 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let ktap = std::fs::read_to_string(&out_path).unwrap();
+    let _ = std::fs::remove_file(&out_path);
+    Outcome { status, ktap }
+}
+
+fn host_has_what_the_table_assumes() -> Expect {
+    let e = Expect::for_running_kernel();
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    assert!(
+        e.prctl
+            && e.private_hash
+            && !e.immutable
+            && e.numa
+            && e.mpol
+            && e.requeue_same_flags
+            && e.growth == Growth::VmNotVfork,
+        "these tests are written for a 6.18.16+ / 7.0-7.2.7 kernel (private hash, \
+         growth on CLONE_VM without CLONE_VFORK, FUTEX2_NUMA/MPOL, the requeue \
+         flags fix, no immutable patch); this host runs {} with expectations {}",
+        release.trim(),
+        e.encode()
+    );
+    e
+}
+
+#[test]
+fn every_futex_case_passes_on_the_running_kernel() {
+    let e = host_has_what_the_table_assumes();
+    let mut total = 0;
+    for (binary, _) in BINARIES {
+        let o = run(binary, None);
+        let failed = o.cases(false);
+        let passed = o.cases(true);
+        assert!(
+            o.ktap.contains(&format!("# expect: {}", e.encode())),
+            "{binary} did not take the running kernel's expectations:\n{}",
+            o.ktap
+        );
+        assert!(
+            failed.is_empty() && o.status == Some(0),
+            "{binary} on the host kernel: exit {:?}, failed {failed:?}\n{}",
+            o.status,
+            o.ktap
+        );
+        assert!(passed.len() >= 9, "{binary}: only {passed:?}");
+        total += passed.len();
+    }
+    assert!(total >= 80, "{total} cases");
+}
+
+/// One flipped expectation and cases that must then fail.
+struct Mutation {
+    binary: &'static str,
+    expect: &'static str,
+    must_fail: &'static [&'static str],
+}
+
+const MUTATIONS: &[Mutation] = &[
+    // The kernel has the private hash; told it has not, every SET that
+    // succeeds and every GET that reports a size is a failure.
+    Mutation {
+        binary: "futex-prctl",
+        expect: "private_hash=0",
+        must_fail: &["set-2", "set-0-one-way", "custom-16-stops-growth"],
+    },
+    // Told the prctl is unknown (6.15 and older): GET answering 0 fails.
+    Mutation {
+        binary: "futex-prctl",
+        expect: "prctl=0",
+        must_fail: &["get-fresh-is-0", "unknown-subops-einval", "set-arg4-einval"],
+    },
+    // Told the seed's immutable flag exists: EINVAL for arg4 = 1 fails.
+    Mutation {
+        binary: "futex-immutable",
+        expect: "immutable=1",
+        must_fail: &[
+            "set-immutable",
+            "immutable-blocks-set",
+            "global-is-immutable",
+        ],
+    },
+    // Told FUTEX2_NUMA is absent: an accepted flag and node write-back fail.
+    Mutation {
+        binary: "futex-numa",
+        expect: "numa=0",
+        must_fail: &[
+            "flag-accepted",
+            "node-not-possible-einval",
+            "writeback-wait-eagain-each-cpu",
+        ],
+    },
+    // Told requeue accepts mismatched flags (before 19f94b390586).
+    Mutation {
+        binary: "futex-numa",
+        expect: "requeue_same_flags=0",
+        must_fail: &["requeue-mismatched-flags-einval"],
+    },
+    // Told FUTEX2_MPOL is ignored: the policy routing the key fails.
+    Mutation {
+        binary: "futex-mpol",
+        expect: "mpol=0",
+        must_fail: &["mpol-only-routes-key"],
+    },
+    // Told vfork and posix_spawn allocate (7.2.8+): they do not here.
+    Mutation {
+        binary: "futex-resize",
+        expect: "growth=any-vm",
+        must_fail: &["vfork-growth", "posix-spawn-growth"],
+    },
+    // Told only CLONE_THREAD allocates (6.17): clone(CLONE_VM) does here.
+    Mutation {
+        binary: "futex-resize",
+        expect: "growth=thread",
+        must_fail: &["clone-vm-growth"],
+    },
+];
+
+#[test]
+fn flipped_expectations_fail_the_cases_that_assert_them() {
+    host_has_what_the_table_assumes();
+    let mut bad = Vec::new();
+    for m in MUTATIONS {
+        let o = run(m.binary, Some(m.expect));
+        let failed = o.cases(false);
+        let missing: Vec<_> = m
+            .must_fail
+            .iter()
+            .filter(|c| !failed.contains(**c))
+            .collect();
+        eprintln!(
+            "{} --expect {}: exit {:?}, {} cases failed",
+            m.binary,
+            m.expect,
+            o.status,
+            failed.len()
+        );
+        if !missing.is_empty() || o.status == Some(0) {
+            bad.push(format!(
+                "{} --expect {}: exit {:?}; these passed but must fail: {missing:?}",
+                m.binary, m.expect, o.status
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn contradictory_expectations_are_refused_before_any_case_runs() {
+    let o = Command::new(BINARIES[0].1)
+        .args(["--expect", "private_hash=0,immutable=1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("immutable expected without private_hash"),
+        "{err}"
+    );
+}
