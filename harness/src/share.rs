@@ -662,6 +662,22 @@ pub fn list_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// virtiofsd's `--cache` for an export. Writable: `never`, so what the
+/// guest wrote is on the host when the VM ends. Read-only: `always`, which
+/// gives the guest `FOPEN_KEEP_CACHE`: without it every open drops the
+/// file's page cache, and on tinyconfig-based 7.3 guests the next exec of
+/// that file then faults in wrong pages (segfaults; `never` 2 runs in 3,
+/// `auto` 4 in 4, `always` 0 in 4; docs/shares.md). The host side of a
+/// read-only share is not expected to change during a run; each run mounts
+/// it afresh.
+pub fn cache_mode(read_only: bool) -> &'static str {
+    if read_only {
+        "always"
+    } else {
+        "never"
+    }
+}
+
 /// The `virtiofsd` command line for an export (pure).
 pub fn daemon_args(e: &Export, socket: &Path) -> Vec<std::ffi::OsString> {
     let mut a: Vec<std::ffi::OsString> = vec![
@@ -672,9 +688,8 @@ pub fn daemon_args(e: &Export, socket: &Path) -> Vec<std::ffi::OsString> {
         // The harness runs as root here; the guest is ours and throwaway.
         "--sandbox".into(),
         "none".into(),
-        // Files written by the guest must be on the host when the VM ends.
         "--cache".into(),
-        "never".into(),
+        cache_mode(e.read_only).into(),
         "--log-level".into(),
         "warn".into(),
     ];
@@ -1140,7 +1155,19 @@ mod tests {
             .collect();
         assert_eq!(
             a.join(" "),
-            "--socket-path /t/vfs.sock --shared-dir /srv/bins --sandbox none --cache never --log-level warn --readonly"
+            "--socket-path /t/vfs.sock --shared-dir /srv/bins --sandbox none --cache always --log-level warn --readonly"
+        );
+        let rw = Export {
+            read_only: false,
+            ..e
+        };
+        let a: Vec<String> = daemon_args(&rw, Path::new("/t/vfs.sock"))
+            .iter()
+            .map(|s| s.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            a.join(" "),
+            "--socket-path /t/vfs.sock --shared-dir /srv/bins --sandbox none --cache never --log-level warn"
         );
     }
 }
