@@ -1149,24 +1149,23 @@ mod tests {
             read_only: true,
             required: true,
         };
-        let a: Vec<String> = daemon_args(&e, Path::new("/t/vfs.sock"))
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
+        let line = |e: &Export| {
+            daemon_args(e, Path::new("/t/vfs.sock"))
+                .iter()
+                .map(|s| s.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
         assert_eq!(
-            a.join(" "),
+            line(&e),
             "--socket-path /t/vfs.sock --shared-dir /srv/bins --sandbox none --cache always --log-level warn --readonly"
         );
         let rw = Export {
             read_only: false,
             ..e
         };
-        let a: Vec<String> = daemon_args(&rw, Path::new("/t/vfs.sock"))
-            .iter()
-            .map(|s| s.to_string_lossy().into_owned())
-            .collect();
         assert_eq!(
-            a.join(" "),
+            line(&rw),
             "--socket-path /t/vfs.sock --shared-dir /srv/bins --sandbox none --cache never --log-level warn"
         );
     }
