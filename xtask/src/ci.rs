@@ -5,7 +5,8 @@ use xshell::{cmd, Shell};
 
 /// fmt, clippy (-D warnings), the CI's own lint (actionlint, workflow
 /// schema, shellcheck), 20 s of fuzzing, `harness kernel build 7.3`, then
-/// all tests with real VMs enabled, on Debian's kernels and on `source:7.3`.
+/// all tests with real VMs enabled, on Debian's kernels and on `source:7.3`,
+/// and the real-kernel-tree configuration tests.
 pub fn run(sh: &Shell) -> Result<()> {
     cmd!(sh, "cargo fmt --all -- --check").run()?;
     cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings").run()?;
@@ -29,6 +30,10 @@ pub fn run(sh: &Shell) -> Result<()> {
     );
     let _src = sh.push_env("HARNESS_SOURCE_KERNEL", "source:7.3");
     let _vm = sh.push_env("HARNESS_VM_TESTS", "1");
+    // Fragment merging and the required-option check on the real 7.3 tree
+    // (every shipped definition configures cleanly; a dropped option is
+    // named with its `depends on`): a few minutes, on the tree just built.
+    let _kbuild = sh.push_env("HARNESS_KBUILD_TESTS", "1");
     cmd!(sh, "cargo test --workspace").run()?;
     Ok(())
 }
