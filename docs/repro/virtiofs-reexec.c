@@ -1,5 +1,5 @@
-/* Reproducer for docs/findings.md "Executables on virtiofs crash after the
- * first exec (7.3, init_on_alloc=0)". Build static, run as a guest binary
+/* Reproducer for docs/shares.md "TCG: code virtiofsd writes is not
+ * re-translated". Build static, run as a guest binary
  * from the initramfs with a writable share holding a static binary `d`:
  *
  *   gcc -static -O2 -o reexec docs/repro/virtiofs-reexec.c
@@ -7,8 +7,9 @@
  *   harness run --kernel source:7.3 --topology nodes=1,cpus=1,mem=512M \
  *       --suite none --share $PWD/bins:/opt/bins:rw --guest-bin $PWD/reexec
  *
- * Exit 1 and "signal 11" from the second exec on: reproduced. The same
- * with `--append init_on_alloc=1` (or init_on_free=1) passes. */
+ * The harness boots TCG guests with shares with init_on_alloc=1, which
+ * avoids it: add `--append init_on_alloc=0` to see "signal 11" (or 4)
+ * from the second exec on (exit 1). */
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>

@@ -188,6 +188,14 @@ pub async fn run_with_shares(
             results_log: spec.out_dir.join("results.ktap"),
             limits: Limits::default(),
         };
+        if let Some(word) = crate::qemu::tcg_share_cmdline(accel, !req.spec.shares.is_empty()) {
+            let note = format!(
+                "kernel booted with {word}: TCG would run stale translations of code virtiofsd writes into guest RAM (docs/shares.md)"
+            );
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+        }
         let out = crate::vm::run(&req, cancel).await;
         daemons.stop().await;
         let out = out?;

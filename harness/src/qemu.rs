@@ -234,18 +234,34 @@ pub fn share_args(shares: &[FsDevice]) -> Vec<OsString> {
     a
 }
 
+/// The kernel command-line word a TCG guest with virtiofs shares needs
+/// (before the user's words, so `--append init_on_alloc=0` still wins).
+///
+/// virtiofsd writes file data straight into guest RAM (shared memory), past
+/// TCG's tracking of writes to pages it has translated code from. When the
+/// guest reuses a page that held executed code as page cache for a share
+/// file and virtiofsd fills it, TCG keeps running the old translations:
+/// the second exec of a binary from a share crashed with SIGSEGV/SIGILL
+/// while its bytes read back correctly (docs/findings.md). With
+/// `init_on_alloc=1` the guest CPU zeroes every page it allocates, which
+/// drops those translations first. KVM runs the real bytes: not needed.
+pub fn tcg_share_cmdline(accel: Accel, has_shares: bool) -> Option<&'static str> {
+    (accel == Accel::Tcg && has_shares).then_some("init_on_alloc=1")
+}
+
 /// The whole argv (without the program name).
 pub fn argv(spec: &VmSpec) -> Vec<OsString> {
+    let extra: Vec<String> = tcg_share_cmdline(spec.accel, !spec.shares.is_empty())
+        .map(String::from)
+        .into_iter()
+        .chain(spec.cmdline_extra.iter().cloned())
+        .collect();
     [
         base_args(),
         accel_args(spec.accel),
         smp_mem_args(&spec.topology),
         numa_args_shared(&spec.topology, !spec.shares.is_empty()),
-        kernel_args(
-            &spec.kernel,
-            &spec.initrd,
-            &kernel_cmdline(&spec.cmdline_extra),
-        ),
+        kernel_args(&spec.kernel, &spec.initrd, &kernel_cmdline(&extra)),
         serial_args(&spec.console_socket, &spec.results_socket),
         qmp_args(&spec.qmp_socket),
         device_args(),
@@ -339,6 +355,17 @@ mod tests {
             "{l}"
         );
         assert!(!l.contains("memory-backend-ram"), "{l}");
+        // TCG runs stale translations of code virtiofsd overwrote unless the
+        // guest zeroes pages it allocates; the user's words still come last.
+        assert!(
+            l.contains("random.trust_cpu=on init_on_alloc=1 quiet -chardev"),
+            "{l}"
+        );
+        s.accel = Accel::Kvm;
+        assert!(!line(&argv(&s)).contains("init_on_alloc"));
+        assert_eq!(tcg_share_cmdline(Accel::Tcg, false), None);
+        s.accel = Accel::Tcg;
+        let l = line(&argv(&s));
         assert!(
             l.ends_with(
                 "-device pvpanic \

@@ -663,13 +663,12 @@ pub fn list_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// virtiofsd's `--cache` for an export. Writable: `never`, so what the
-/// guest wrote is on the host when the VM ends. Read-only: `always`, which
-/// gives the guest `FOPEN_KEEP_CACHE`: without it every open drops the
-/// file's page cache, and on tinyconfig-based 7.3 guests the next exec of
-/// that file then faults in wrong pages (segfaults; `never` 2 runs in 3,
-/// `auto` 4 in 4, `always` 0 in 4; docs/shares.md). The host side of a
-/// read-only share is not expected to change during a run; each run mounts
-/// it afresh.
+/// guest wrote is on the host when the VM ends. Read-only: `always`
+/// (`FOPEN_KEEP_CACHE`): the guest keeps a file's page cache across opens,
+/// so repeated execs of a share binary skip revalidation and re-reads. The
+/// host side of a read-only share is not expected to change during a run;
+/// each run mounts it afresh. (Dropping the page cache also exposed a TCG
+/// problem with code virtiofsd writes: see `qemu::tcg_share_cmdline`.)
 pub fn cache_mode(read_only: bool) -> &'static str {
     if read_only {
         "always"

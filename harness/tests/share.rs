@@ -302,46 +302,47 @@ fn shares_work_on_a_source_built_kernel() {
         "{text}"
     );
     read_only_share_refuses_writes(&k);
-    // Two top-level execs of one file and a second file from a read-only
-    // share: on this tinyconfig-based guest the second exec of a file got
-    // wrong pages (segfault) when every open dropped its page cache; the
-    // read-only share's `--cache always` keeps it (docs/shares.md).
+    // Two top-level execs of one file, and a second file, from a read-only
+    // share and from a writable one. Under TCG the second exec from a share
+    // ran stale translations of the first's code (SIGSEGV/SIGILL) until the
+    // guest booted with init_on_alloc=1 (docs/shares.md).
     let dir = tempfile::tempdir().unwrap();
-    let shared = dir.path().join("bins");
-    std::fs::create_dir(&shared).unwrap();
-    let in_share = shared.join("smoke-from-share");
-    std::fs::copy(guest_bin("smoke"), &in_share).unwrap();
-    let other = shared.join("smoke-2");
-    std::fs::copy(guest_bin("smoke"), &other).unwrap();
-    let share = format!("{}:/opt/bins:ro", shared.display());
-    let bin = in_share.to_str().unwrap();
-    let r = run_on(
-        &k,
-        dir.path(),
-        &[
-            "--share",
-            &share,
-            "--guest-bin",
-            bin,
-            "--guest-bin",
-            bin,
-            "--guest-bin",
-            other.to_str().unwrap(),
-        ],
-    );
+    let mut args: Vec<String> = Vec::new();
+    let mut want = Vec::new();
+    for (sub, mode) in [("bins", "ro"), ("rw-bins", "rw")] {
+        let shared = dir.path().join(sub);
+        std::fs::create_dir(&shared).unwrap();
+        let once = shared.join(format!("smoke-{mode}"));
+        let other = shared.join(format!("smoke-{mode}-2"));
+        std::fs::copy(guest_bin("smoke"), &once).unwrap();
+        std::fs::copy(guest_bin("smoke"), &other).unwrap();
+        args.push("--share".into());
+        args.push(format!("{}:/opt/{sub}:{mode}", shared.display()));
+        for b in [&once, &once, &other] {
+            args.push("--guest-bin".into());
+            args.push(b.to_str().unwrap().into());
+        }
+        want.push(format!("smoke-{mode}/futex2-wait-wake"));
+        want.push(format!("smoke-{mode}/futex2-wait-wake (2)"));
+        want.push(format!("smoke-{mode}-2/futex2-wait-wake"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let r = run_on(&k, dir.path(), &args);
     assert_eq!(r.out.status.code(), Some(0), "{}", r.text());
-    assert_passed(
-        dir.path(),
-        &[
-            "smoke-from-share/futex2-wait-wake",
-            "smoke-from-share/futex2-wait-wake (2)",
-            "smoke-2/futex2-wait-wake",
-        ],
-        &r,
-    );
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    assert_passed(dir.path(), &want, &r);
     assert!(
         r.text()
-            .contains("runs from share share0 as /opt/bins/smoke-from-share"),
+            .contains("runs from share share0 as /opt/bins/smoke-ro"),
+        "{}",
+        r.text()
+    );
+    let argv = std::fs::read_to_string(cell_dir(dir.path()).join("qemu-argv.txt")).unwrap();
+    let tcg = argv.contains("-accel tcg");
+    assert_eq!(argv.contains("init_on_alloc=1"), tcg, "{argv}");
+    assert_eq!(
+        r.text().contains("kernel booted with init_on_alloc=1"),
+        tcg,
         "{}",
         r.text()
     );
