@@ -242,7 +242,7 @@ pub fn share_args(shares: &[FsDevice]) -> Vec<OsString> {
 /// guest reuses a page that held executed code as page cache for a share
 /// file and virtiofsd fills it, TCG keeps running the old translations:
 /// the second exec of a binary from a share crashed with SIGSEGV/SIGILL
-/// while its bytes read back correctly (docs/findings.md). With
+/// while its bytes read back correctly (docs/shares.md). With
 /// `init_on_alloc=1` the guest CPU zeroes every page it allocates, which
 /// drops those translations first. KVM runs the real bytes: not needed.
 pub fn tcg_share_cmdline(accel: Accel, has_shares: bool) -> Option<&'static str> {
