@@ -646,6 +646,33 @@ fn e2e_enabled() -> bool {
 /// The real thing: Debian's 7.3 source as a repository with five commits on
 /// top, the third of which breaks `PR_FUTEX_HASH_GET_SLOTS`; bisected with
 /// real builds (ccache) and boots. `HARNESS_BISECT_E2E=1` (full tier).
+/// `harness bisect` of `good..main` in a real tree with the `7.3`
+/// definition on 2 nodes, plus `extra` (the test and its verdict options);
+/// prints the output and how long it took.
+fn bisect_real_tree(tree: &Path, good: &str, out: &Path, extra: &[&str]) -> Output {
+    let t0 = std::time::Instant::now();
+    let mut args = vec![
+        "bisect",
+        "--tree",
+        tree.to_str().unwrap(),
+        "--good",
+        good,
+        "--bad",
+        "main",
+        "--kernel",
+        "7.3",
+        "--topology",
+        "nodes=2,cpus=1,mem=512M",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let r = harness(&args);
+    eprintln!("{}", text(&r));
+    eprintln!("e2e bisect: {:.0} s", t0.elapsed().as_secs_f64());
+    r
+}
+
 #[test]
 fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
     if !e2e_enabled() {
@@ -660,26 +687,7 @@ fn e2e_finds_a_futex_regression_in_a_kernel_tree() {
         std::fs::write(&p, s.replacen(from, "ret = futex_hash_get_slots() + 1;", 1)).unwrap();
         "futex: off by one in GET_SLOTS"
     });
-    let t0 = std::time::Instant::now();
-    let r = harness(&[
-        "bisect",
-        "--tree",
-        tree.to_str().unwrap(),
-        "--good",
-        &good,
-        "--bad",
-        "main",
-        "--kernel",
-        "7.3",
-        "--topology",
-        "nodes=2,cpus=1,mem=512M",
-        "--test",
-        "futex/futex-prctl",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    eprintln!("{}", text(&r));
-    eprintln!("e2e bisect: {:.0} s", t0.elapsed().as_secs_f64());
+    let r = bisect_real_tree(&tree, &good, &out, &["--test", "futex/futex-prctl"]);
     assert!(r.status.success(), "{}", text(&r));
     assert!(String::from_utf8_lossy(&r.stdout).contains(&format!("first bad commit: {}", ids[2])));
     assert_eq!(git(&tree, &["symbolic-ref", "HEAD"]), "refs/heads/main");
@@ -719,32 +727,21 @@ fn e2e_finds_a_futex_slowdown_by_its_benchmark() {
         std::fs::write(&p, s).unwrap();
         "futex: wait for the bucket to settle"
     });
-    let t0 = std::time::Instant::now();
-    let r = harness(&[
-        "bisect",
-        "--tree",
-        tree.to_str().unwrap(),
-        "--good",
+    let r = bisect_real_tree(
+        &tree,
         &good,
-        "--bad",
-        "main",
-        "--kernel",
-        "7.3",
-        "--topology",
-        "nodes=2,cpus=1,mem=512M",
-        "--test",
-        "bench/global",
-        "--metric",
-        "ops_per_s_mean:global",
-        "--threshold",
-        "<300k",
-        "--repeat",
-        "2",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    eprintln!("{}", text(&r));
-    eprintln!("e2e metric bisect: {:.0} s", t0.elapsed().as_secs_f64());
+        &out,
+        &[
+            "--test",
+            "bench/global",
+            "--metric",
+            "ops_per_s_mean:global",
+            "--threshold",
+            "<300k",
+            "--repeat",
+            "2",
+        ],
+    );
     assert!(r.status.success(), "{}", text(&r));
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert!(

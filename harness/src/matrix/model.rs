@@ -330,12 +330,12 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                 .map_err(|m| cx.at_item("kernels", &k.name, Some(key), m))?;
         }
         if let Some(c) = expect.contradiction() {
-            let value = given
-                .iter()
-                .find(|(key, _)| *key == c.key)
-                .and_then(|(_, v)| *v)
-                .unwrap_or("true");
-            let value = if value == "1" { "true" } else { value };
+            // The key of a contradiction is the one expected on.
+            let value = if c.key == "growth" {
+                expect.growth.name()
+            } else {
+                "true"
+            };
             return Err(cx.at_item(
                 "kernels",
                 &k.name,
