@@ -10,6 +10,7 @@
 
 pub mod artifact;
 pub mod bench;
+pub mod binaries;
 pub mod cases;
 pub mod expect;
 pub mod hash;

@@ -12,13 +12,14 @@ use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BINARIES: [(&str, &str); 5] = [
-    ("futex-prctl", env!("CARGO_BIN_EXE_futex-prctl")),
-    ("futex-resize", env!("CARGO_BIN_EXE_futex-resize")),
-    ("futex-immutable", env!("CARGO_BIN_EXE_futex-immutable")),
-    ("futex-numa", env!("CARGO_BIN_EXE_futex-numa")),
-    ("futex-mpol", env!("CARGO_BIN_EXE_futex-mpol")),
-];
+/// The futex binaries of the one registry (`guest_tests::binaries`),
+/// found beside one whose path cargo gives.
+fn binary_path(name: &str) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_BIN_EXE_futex-prctl"))
+        .parent()
+        .expect("a directory");
+    dir.join(name)
+}
 
 struct Outcome {
     status: Option<i32>,
@@ -47,12 +48,12 @@ impl Outcome {
 }
 
 fn run(binary: &str, expect: Option<&str>) -> Outcome {
-    let path = BINARIES
-        .iter()
-        .find(|(n, _)| *n == binary)
-        .unwrap_or_else(|| panic!("no binary {binary}"))
-        .1;
-    let mut cmd = Command::new(path);
+    assert!(
+        guest_tests::binaries::futex().any(|b| b == binary),
+        "no futex binary {binary}"
+    );
+    let path = binary_path(binary);
+    let mut cmd = Command::new(&path);
     if let Some(e) = expect {
         cmd.args(["--expect", e]);
     }
@@ -66,7 +67,7 @@ fn run(binary: &str, expect: Option<&str>) -> Outcome {
         .stdout(out)
         .stderr(Stdio::inherit())
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn {path}: {e}"));
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", path.display()));
     // Every case has its own bounded waits; this only keeps a bug from
     // hanging the test run.
     let deadline = Instant::now() + Duration::from_secs(300);
@@ -110,7 +111,7 @@ fn host_has_what_the_table_assumes() -> Expect {
 fn every_futex_case_passes_on_the_running_kernel() {
     let e = host_has_what_the_table_assumes();
     let mut total = 0;
-    for (binary, _) in BINARIES {
+    for binary in guest_tests::binaries::futex() {
         let o = run(binary, None);
         let failed = o.cases(false);
         let passed = o.cases(true);
@@ -229,7 +230,7 @@ fn flipped_expectations_fail_the_cases_that_assert_them() {
 
 #[test]
 fn contradictory_expectations_are_refused_before_any_case_runs() {
-    let o = Command::new(BINARIES[0].1)
+    let o = Command::new(binary_path("futex-prctl"))
         .args(["--expect", "private_hash=0,immutable=1"])
         .output()
         .unwrap();

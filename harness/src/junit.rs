@@ -5,7 +5,7 @@
 //! characters at all, not even escaped.
 
 use crate::result::CellResult;
-use crate::verdict::{self, CaseStatus};
+use crate::verdict::{self, Case, CaseStatus};
 use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -68,12 +68,15 @@ pub fn report(name: &str, cells: &[CellResult]) -> Report {
     }
     report.set_time(cells.iter().map(|c| c.duration).sum());
     for cell in cells {
-        report.add_test_suite(suite(cell));
+        report.add_test_suite(testsuite(cell, &verdict::cases(cell)));
     }
     report
 }
 
-fn suite(cell: &CellResult) -> TestSuite {
+/// A cell's testsuite: its facts as properties, `cases` (the verdict's,
+/// possibly filtered by `--test`) as testcases, artifacts and problems in
+/// system-out.
+pub fn testsuite(cell: &CellResult, cases: &[Case]) -> TestSuite {
     let short = |s: &str| xml_safe(s, MAX_SHORT);
     let mut suite = TestSuite::new(short(&cell.name));
     suite.set_timestamp(timestamp(cell.started));
@@ -99,9 +102,8 @@ fn suite(cell: &CellResult) -> TestSuite {
         suite.add_property(Property::new(name, short(&value)));
     }
 
-    let cases = verdict::cases(cell);
     let mut failed = false;
-    for case in &cases {
+    for case in cases {
         let status = match &case.status {
             CaseStatus::Pass => TestCaseStatus::success(),
             CaseStatus::Skip(reason) => {

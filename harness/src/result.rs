@@ -72,4 +72,6 @@ pub struct KnownFailure {
     pub case: String,
     /// Why it is accepted.
     pub reason: String,
+    /// Only under this accelerator (`tcg`, `kvm`), if given.
+    pub accel: Option<String>,
 }

@@ -1,6 +1,12 @@
-//! Suites: named lists of guest binaries with their arguments and timeouts,
-//! turned into the guest's [`RunPlan`] plus the files the initramfs needs.
-//! Every run starts with the `topology` check of the declared topology.
+//! The suite registry: named lists of guest binaries with their arguments
+//! and timeouts (built-in, fault-injection, the `bench` suite, and the names
+//! of the suites built from a kernel tree), turned into the guest's
+//! [`RunPlan`] plus the files the initramfs needs. Every run starts with the
+//! `topology` check of the declared topology.
+//!
+//! Architecture invariant: a floor module. It knows the guest binaries
+//! (through [`guest_tests::binaries`]) but not how kselftests are built,
+//! how a benchmark is reported, or how a cell runs.
 
 use crate::guestbin::{GuestBinError, GuestBins};
 use crate::topology::Topology;
@@ -88,9 +94,18 @@ pub const SUITES: &[&str] = &[
     "fault-panic",
     "fault-hang",
     "fault-garbage",
-    crate::kselftest::SUITE_FUTEX,
+    KSELFTEST_FUTEX,
     "bench",
 ];
+
+/// The kernel's own futex selftests, built from a kernel tree
+/// (`crate::kselftest` builds them).
+pub const KSELFTEST_FUTEX: &str = "kselftest-futex";
+
+/// Whether a suite is built from a kernel source tree (kselftests).
+pub fn is_kselftest_suite(suite: &str) -> bool {
+    suite == KSELFTEST_FUTEX
+}
 
 /// Fault-injection suites of `harness/tests/faults.rs` (accepted by
 /// [`builtin`], not advertised in [`SUITES`]); see `docs/reliability.md`.
@@ -104,24 +119,13 @@ pub const FAULT_SUITES: &[&str] = &[
     "fault-long",
 ];
 
-/// The futex test binaries, in run order.
-pub const FUTEX_BINARIES: &[&str] = &[
-    "futex-prctl",
-    "futex-resize",
-    "futex-immutable",
-    "futex-numa",
-    "futex-mpol",
-    "futex-upstream-gaps",
-];
-
 /// The tests of a built-in suite. `expect` is the `--expect` string for
 /// the futex binaries (`None`: they derive it from the guest's `uname`).
 pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, SuiteError> {
     let t = SuiteTest::builtin;
     Ok(match name {
         "smoke" => vec![t("smoke", &[], 60)],
-        "futex" => FUTEX_BINARIES
-            .iter()
+        "futex" => guest_tests::binaries::futex()
             .map(|b| {
                 let mut s = t(b, &[], 600);
                 if let Some(e) = expect {
@@ -131,10 +135,8 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             })
             .collect(),
         "none" => vec![],
-        n if crate::kselftest::is_kselftest_suite(n) => {
-            return Err(SuiteError::NeedsBuild { name: n.into() })
-        }
-        "bench" => vec![crate::bench::suite_test(expect)],
+        n if is_kselftest_suite(n) => return Err(SuiteError::NeedsBuild { name: n.into() }),
+        "bench" => vec![bench_test(expect)],
         // Fault-injection suites: what the harness must survive and report.
         "fault-panic" => vec![
             t("smoke", &[], 60),
@@ -203,6 +205,62 @@ fn named(name: &str, bin: &'static str, args: &[&str], secs: u64) -> SuiteTest {
         args: args.iter().map(|s| s.to_string()).collect(),
         timeout: Duration::from_secs(secs),
     }
+}
+
+/// The guest timeout for a futex-bench run of `n` configurations.
+pub fn bench_timeout(n: usize, rounds: usize, runtime: f64) -> Duration {
+    // Each round: runtime + process start and thread start/stop (slow under TCG).
+    Duration::from_secs_f64(n as f64 * rounds as f64 * (runtime + 3.0) + 60.0)
+}
+
+/// Rounds per configuration of the `bench` suite.
+pub const BENCH_ROUNDS: usize = 3;
+/// Seconds per round of the `bench` suite.
+pub const BENCH_RUNTIME: f64 = 1.0;
+
+/// The built-in `bench` suite (usable from a matrix): the standard set,
+/// 3 interleaved rounds of 1 s each.
+pub fn bench_test(expect: Option<&str>) -> SuiteTest {
+    let mut args: Vec<String> = vec!["--set".into(), "standard".into()];
+    args.extend(bench_round_args());
+    if let Some(e) = expect {
+        args.push("--expect".into());
+        args.push(e.into());
+    }
+    SuiteTest {
+        name: "futex-bench".into(),
+        binary: Binary::Builtin("futex-bench"),
+        args,
+        timeout: bench_timeout(12, BENCH_ROUNDS, BENCH_RUNTIME),
+    }
+}
+
+fn bench_round_args() -> [String; 4] {
+    [
+        "--rounds".into(),
+        BENCH_ROUNDS.to_string(),
+        "--runtime".into(),
+        BENCH_RUNTIME.to_string(),
+    ]
+}
+
+/// The `bench` suite restricted to some configurations (`name:key=val,...`
+/// specs, e.g. a part of [`guest_tests::bench::standard_set`]), with the
+/// suite's rounds: what `harness bisect --test bench/GLOB` runs.
+pub fn bench_test_with(specs: &[String], expect: Option<&str>) -> SuiteTest {
+    let mut t = bench_test(expect);
+    let mut args: Vec<String> = bench_round_args().into();
+    for s in specs {
+        args.push("--config".into());
+        args.push(s.clone());
+    }
+    if let Some(e) = expect {
+        args.push("--expect".into());
+        args.push(e.into());
+    }
+    t.args = args;
+    t.timeout = bench_timeout(specs.len(), BENCH_ROUNDS, BENCH_RUNTIME);
+    t
 }
 
 /// A user binary as one test named after its file.
@@ -303,7 +361,7 @@ mod tests {
     #[test]
     fn futex_suite_passes_expectations() {
         let s = builtin("futex", Some("numa=1")).unwrap();
-        assert_eq!(s.len(), FUTEX_BINARIES.len());
+        assert_eq!(s.len(), guest_tests::binaries::futex().count());
         assert!(s.iter().all(|t| t.args == ["--expect", "numa=1"]));
         assert!(builtin("futex", None)
             .unwrap()

@@ -109,7 +109,8 @@ pub fn cases(cell: &CellResult) -> Vec<Case> {
             let known = cell
                 .known_failures
                 .iter()
-                .find(|k| crate::matrix::glob::matches(&k.case, &c.name));
+                .filter(|k| k.accel.as_deref().is_none_or(|a| a == cell.accel))
+                .find(|k| crate::glob::matches(&k.case, &c.name));
             if let Some(k) = known {
                 c.status = CaseStatus::Skip(format!("known failure: {}; got: {message}", k.reason));
             }
@@ -712,6 +713,7 @@ mod known_failure_tests {
             known_failures: vec![KnownFailure {
                 case: "up/sl*".into(),
                 reason: "timing under TCG".into(),
+                accel: None,
             }],
         };
         let cs = cases(&cell);

@@ -9,15 +9,15 @@ pub mod bare;
 pub mod plot;
 pub mod report;
 
-use crate::cell::CellSpec;
-use crate::guestbin::GuestBins;
-use crate::host::{self, AccelChoice};
+use crate::host::AccelChoice;
 use crate::kernelspec::{KernelSpec, ResolvedKernel};
+use crate::planner::{self, CellRequest, PlannedCell, Session};
+use crate::reporter::Reporters;
+use crate::runner::RunOptions;
 use crate::suite::{self, SuiteTest};
 use crate::topology::Topology;
 use report::{Meta, Report, RowStatus};
 use std::path::PathBuf;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Errors of a benchmark run (tests that fail are rows, not errors).
@@ -136,61 +136,9 @@ pub fn guest_args(a: &BenchArgs, nodes: usize) -> Result<(Vec<String>, Vec<Strin
     Ok((args, names))
 }
 
-/// The guest timeout for a futex-bench run of `n` configurations.
-pub fn guest_timeout(n: usize, rounds: usize, runtime: f64) -> Duration {
-    // Each round: runtime + process start and thread start/stop (slow under TCG).
-    Duration::from_secs_f64(n as f64 * rounds as f64 * (runtime + 3.0) + 60.0)
-}
-
-/// Rounds per configuration of the `bench` suite.
-pub const SUITE_ROUNDS: usize = 3;
-/// Seconds per round of the `bench` suite.
-pub const SUITE_RUNTIME: f64 = 1.0;
-
-/// The built-in `bench` suite (usable from a matrix): the standard set,
-/// 3 interleaved rounds of 1 s each.
-pub fn suite_test(expect: Option<&str>) -> SuiteTest {
-    let mut args: Vec<String> = vec!["--set".into(), "standard".into()];
-    args.extend(suite_round_args());
-    if let Some(e) = expect {
-        args.push("--expect".into());
-        args.push(e.into());
-    }
-    SuiteTest {
-        name: "futex-bench".into(),
-        binary: suite::Binary::Builtin("futex-bench"),
-        args,
-        timeout: guest_timeout(12, SUITE_ROUNDS, SUITE_RUNTIME),
-    }
-}
-
-fn suite_round_args() -> [String; 4] {
-    [
-        "--rounds".into(),
-        SUITE_ROUNDS.to_string(),
-        "--runtime".into(),
-        SUITE_RUNTIME.to_string(),
-    ]
-}
-
-/// The `bench` suite restricted to some configurations (`name:key=val,...`
-/// specs, e.g. a part of [`guest_tests::bench::standard_set`]), with the
-/// suite's rounds: what `harness bisect --test bench/GLOB` runs.
-pub fn suite_test_with(specs: &[String], expect: Option<&str>) -> SuiteTest {
-    let mut t = suite_test(expect);
-    let mut args: Vec<String> = suite_round_args().into();
-    for s in specs {
-        args.push("--config".into());
-        args.push(s.clone());
-    }
-    if let Some(e) = expect {
-        args.push("--expect".into());
-        args.push(e.into());
-    }
-    t.args = args;
-    t.timeout = guest_timeout(specs.len(), SUITE_ROUNDS, SUITE_RUNTIME);
-    t
-}
+pub use crate::suite::{
+    bench_test as suite_test, bench_test_with as suite_test_with, bench_timeout as guest_timeout,
+};
 
 /// `--expect` alone when given (it is the whole statement); else what the
 /// resolved kernel's version and definition say (`source:7.3-immutable`
@@ -201,22 +149,30 @@ fn expect_for(a: &BenchArgs, k: &ResolvedKernel) -> Option<String> {
         .or_else(|| k.expectations(None).ok().flatten())
 }
 
-/// A cell/dir name component: no `/`, no spaces.
-pub fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
+pub use crate::planner::sanitize;
+
+impl From<BenchError> for crate::error::Error {
+    fn from(e: BenchError) -> Self {
+        match e {
+            BenchError::Usage(_) => crate::error::Error::usage(e),
+            BenchError::Infra(_) => crate::error::Error::infra(e),
+        }
+    }
 }
 
-/// Runs the benchmark; returns the exit status (0 all measured or skipped,
-/// 1 something failed or is missing).
-pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
+impl From<crate::error::Error> for BenchError {
+    fn from(e: crate::error::Error) -> Self {
+        match e.kind {
+            crate::error::ErrorKind::Usage => BenchError::Usage(e.to_string()),
+            crate::error::ErrorKind::Infrastructure => BenchError::Infra(e.to_string()),
+        }
+    }
+}
+
+/// Runs the benchmark through the planner and runner (one cell per kernel
+/// x topology, one after another); returns the exit status (0 all
+/// measured or skipped, 1 something failed or is missing, 130 interrupted).
+pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchError> {
     let mut topologies = Vec::new();
     for t in &a.topologies {
         topologies.push((
@@ -231,28 +187,30 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
             KernelSpec::parse(k).map_err(|e| BenchError::Usage(e.to_string()))?,
         ));
     }
-    let qemu = host::find_qemu().map_err(infra)?;
-    let (accel, note) = host::choose_accel(a.accel, &host::probe_kvm()).map_err(infra)?;
-    if let Some(n) = note {
-        eprintln!("harness: {n}");
+    // Every configuration checked before anything is fetched or booted.
+    for (_, topo) in &topologies {
+        guest_args(&a, topo.nodes().len())?;
     }
-    eprintln!("harness: building guest binaries");
-    let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build)
-        .await
-        .map_err(infra)?
-        .map_err(infra)?;
+    let t0 = std::time::Instant::now();
+    let mut session = Session::open(a.debian_mirror.clone(), reporters).await?;
+    let (accel, note) = session.accel(a.accel).map_err(infra)?;
+    if let Some(n) = note {
+        reporters.step(&n).map_err(infra)?;
+    }
 
     if let Some(dir) = &a.emit_bare {
         let (label, kspec) = &kernels[0];
-        let resolved = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
-        let image = resolved.path.clone();
+        let resolved = session
+            .kernel(label, kspec, reporters, None)
+            .await
+            .map_err(infra)?;
         let (_, topo) = &topologies[0];
         let mut tests = vec![suite::topology_check(topo)];
         tests.extend(
             suite::builtin(&a.bare_suite, expect_for(&a, &resolved).as_deref())
                 .map_err(|e| BenchError::Usage(e.to_string()))?,
         );
-        bare::emit(dir, &image, topo, accel, &tests, &bins).map_err(infra)?;
+        bare::emit(dir, &resolved.path, topo, accel, &tests, &session.bins).map_err(infra)?;
         eprintln!(
             "harness: bare boot of {label} {} written to {}",
             topologies[0].0,
@@ -264,21 +222,44 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
     let cancel = CancellationToken::new();
     crate::signals::install(cancel.clone()).map_err(infra)?;
     std::fs::create_dir_all(&a.out).map_err(|e| infra(format!("{}: {e}", a.out.display())))?;
-    let mut rows = Vec::new();
+    // One cell per kernel x topology; what each measures, by index.
+    let mut planned = Vec::new();
+    let mut measured: Vec<(String, String, Vec<String>)> = Vec::new();
     let mut baseline = a.baseline.clone();
-    let mut accels: Vec<String> = Vec::new();
-    let mut any_bad = false;
     for (klabel, kspec) in &kernels {
-        let resolved = resolve_kernel(kspec, a.debian_mirror.clone()).await?;
-        let image = resolved.path.clone();
+        let resolved = session.kernel(klabel, kspec, reporters, None).await;
         for (tlabel, topo) in &topologies {
             let (mut args, names) = guest_args(&a, topo.nodes().len())?;
             if baseline.is_none() {
                 baseline = names.first().cloned();
             }
-            if let Some(e) = expect_for(&a, &resolved) {
+            let index = planned.len();
+            let name = planner::cell_name(klabel, topo, "bench");
+            let out_dir = a.out.join(name.replace('/', "_"));
+            let resolved = match &resolved {
+                Ok(r) => r,
+                Err(e) => {
+                    planned.push(PlannedCell::Failed {
+                        meta: crate::events::CellMeta {
+                            index,
+                            name,
+                            kernel: klabel.clone(),
+                            kernel_name: klabel.clone(),
+                            topology: tlabel.clone(),
+                            suite: "bench".into(),
+                            expect: None,
+                            out_dir,
+                        },
+                        error: format!("kernel {klabel}: {e}"),
+                    });
+                    measured.push((klabel.clone(), tlabel.clone(), names));
+                    continue;
+                }
+            };
+            let expect = expect_for(&a, resolved);
+            if let Some(e) = &expect {
                 args.push("--expect".into());
-                args.push(e);
+                args.push(e.clone());
             }
             let bench_test = SuiteTest {
                 name: "futex-bench".into(),
@@ -286,63 +267,66 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
                 args,
                 timeout: guest_timeout(names.len(), a.rounds, a.runtime),
             };
-            let name = format!("{}/{}/bench", sanitize(klabel), topo);
-            let spec = CellSpec {
-                out_dir: a.out.join(name.replace('/', "_")),
-                name,
-                kernel_label: klabel.clone(),
-                kernel_image: image.clone(),
-                topology_label: tlabel.clone(),
-                topology: topo.clone(),
-                suite_label: "bench".into(),
-                tests: vec![suite::topology_check(topo), bench_test],
+            let mut req = CellRequest::new(
+                klabel,
+                resolved.path.clone(),
+                tlabel,
+                topo.clone(),
+                "bench",
+                vec![bench_test],
                 accel,
-                cmdline_extra: vec![],
-                watchdog: None,
-                timeout_scale: 1.0,
-                boot_retries: crate::cell::DEFAULT_BOOT_RETRIES,
-            };
-            eprintln!(
-                "harness: {}: {} configurations x {} rounds x {} s under {}",
-                spec.name,
-                names.len(),
-                a.rounds,
-                a.runtime,
-                accel.name()
+                out_dir,
             );
-            let cell = crate::cell::run(&spec, &qemu, &bins, &cancel)
-                .await
+            req.expect = expect;
+            reporters
+                .step(&format!(
+                    "{}: {} configurations x {} rounds x {} s under {}",
+                    req.name,
+                    names.len(),
+                    a.rounds,
+                    a.runtime,
+                    accel.name()
+                ))
                 .map_err(infra)?;
-            if !accels.contains(&cell.accel) {
-                accels.push(cell.accel.clone());
+            planned.push(PlannedCell::Ready(Box::new(planner::cell(index, req))));
+            measured.push((klabel.clone(), tlabel.clone(), names));
+        }
+    }
+    let outcomes = crate::runner::run(
+        &session,
+        planned,
+        &RunOptions::serial(t0.elapsed()),
+        &cancel,
+        reporters,
+    )
+    .await?;
+    let mut rows = Vec::new();
+    let mut accels: Vec<String> = Vec::new();
+    let mut any_bad = false;
+    for (o, (klabel, tlabel, names)) in outcomes.iter().zip(&measured) {
+        let ktap = String::from_utf8_lossy(
+            &std::fs::read(o.meta.out_dir.join("results.ktap")).unwrap_or_default(),
+        )
+        .into_owned();
+        let cell_rows = report::rows_from_ktap(klabel, tlabel, names, &ktap);
+        if let Some(r) = &o.result {
+            if !accels.contains(&r.accel) {
+                accels.push(r.accel.clone());
             }
-            let ktap = String::from_utf8_lossy(
-                &std::fs::read(spec.out_dir.join("results.ktap")).unwrap_or_default(),
-            )
-            .into_owned();
-            let cell_rows = report::rows_from_ktap(klabel, tlabel, &names, &ktap);
-            let cases = crate::verdict::cases(&cell);
-            let failed = crate::verdict::counts(&cases).fail;
             eprintln!(
                 "harness: {}: {} in {:.1} s ({} failed cases; console {})",
-                cell.name,
-                crate::verdict::describe(&cell.end),
-                cell.duration.as_secs_f64(),
-                failed,
-                spec.out_dir.join("console.log").display()
+                o.meta.name,
+                crate::verdict::describe(&r.end),
+                r.duration.as_secs_f64(),
+                o.counts.fail,
+                o.meta.out_dir.join("console.log").display()
             );
-            any_bad |= failed > 0
-                || cell_rows
-                    .iter()
-                    .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
-            rows.extend(cell_rows);
-            if cancel.is_cancelled() {
-                break;
-            }
         }
-        if cancel.is_cancelled() {
-            break;
-        }
+        any_bad |= !o.status.ok()
+            || cell_rows
+                .iter()
+                .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
+        rows.extend(cell_rows);
     }
     let baseline = baseline.unwrap_or_default();
     report::apply_ratios(&mut rows, &baseline);
@@ -351,7 +335,7 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
         meta: Meta {
             note: Meta::note_for(&accel_s),
             accel: accel_s,
-            qemu: qemu.version.to_string(),
+            qemu: session.qemu.version.to_string(),
             baseline,
             rounds: a.rounds,
             runtime_s: a.runtime,
@@ -361,7 +345,7 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
     };
     let write = |name: &str, text: String| -> Result<PathBuf, BenchError> {
         let p = a.out.join(name);
-        std::fs::write(&p, text).map_err(|e| infra(format!("{}: {e}", p.display())))?;
+        crate::reporter::write_atomic(&p, text.as_bytes()).map_err(infra)?;
         Ok(p)
     };
     print!("{}", report::table(&rep));
@@ -376,28 +360,16 @@ pub async fn run(a: BenchArgs) -> Result<u8, BenchError> {
         svg.display()
     );
     if cancel.is_cancelled() {
-        return Ok(130);
+        return Ok(crate::error::exit::INTERRUPTED);
     }
     Ok(u8::from(any_bad))
-}
-
-/// A bootable image for the spec (the one resolver of `kernelspec`).
-async fn resolve_kernel(
-    k: &KernelSpec,
-    mirror: Option<String>,
-) -> Result<ResolvedKernel, BenchError> {
-    let k = k.clone();
-    tokio::task::spawn_blocking(move || {
-        crate::kernelspec::resolve(&k, mirror.as_deref(), &mut |_| {}).map_err(infra)
-    })
-    .await
-    .map_err(infra)?
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Parser)]
     struct T {

@@ -1,12 +1,15 @@
-//! The `harness matrix` and `harness junit merge` subcommands: arguments,
-//! the terminal reporter (indicatif), the summary and the exit status.
+//! The `harness matrix` and `harness junit merge` front doors: arguments,
+//! selection, `--list`, then the planner and runner (`run`); the terminal
+//! output and the exit status are reporters of the binary.
 
 use super::plan::{self, Filters};
-use super::report::{self, Status};
-use super::run::{self, Budget, Event, Options};
+use super::report;
+use super::run::{self, Budget, Options};
 use super::MatrixError;
+use crate::error::Error;
+use crate::reporter::junit::Junit;
+use crate::reporter::Reporters;
 use std::path::PathBuf;
-use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// `harness matrix`.
@@ -34,9 +37,10 @@ pub struct MatrixArgs {
     /// List the selected cells (with shard assignments) and exit.
     #[arg(long)]
     pub list: bool,
-    /// With --list: JSON for a CI job matrix.
-    #[arg(long, requires = "list")]
-    pub json: bool,
+    /// With --list: list as JSON for a CI job matrix. Otherwise `--json
+    /// FILE` writes the JSON results file (schema: docs/results.md).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub json: Option<Option<PathBuf>>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
     #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
@@ -67,29 +71,35 @@ pub struct MergeArgs {
     pub inputs: Vec<PathBuf>,
 }
 
-/// Errors of the matrix command, split by exit status.
-#[derive(Debug, thiserror::Error)]
-pub enum CliError {
-    /// Bad matrix or command line (exit 2).
-    #[error(transparent)]
-    Matrix(#[from] MatrixError),
-    /// Reading a report for --rerun-failed (exit 2).
-    #[error(transparent)]
-    Report(#[from] report::ReportError),
-    /// Infrastructure (exit 69).
-    #[error(transparent)]
-    Run(#[from] run::RunError),
-}
-
-impl CliError {
-    /// Whether the user's input is at fault (exit 2) rather than the host.
-    pub fn is_usage(&self) -> bool {
-        !matches!(self, CliError::Run(_))
+impl From<MatrixError> for crate::error::Error {
+    fn from(e: MatrixError) -> Self {
+        crate::error::Error::usage(e)
     }
 }
 
-/// Runs `harness matrix`; returns the exit status (0, 1, 130).
-pub async fn matrix(args: MatrixArgs, cancel: CancellationToken) -> Result<u8, CliError> {
+impl From<report::ReportError> for crate::error::Error {
+    fn from(e: report::ReportError) -> Self {
+        crate::error::Error::usage(e)
+    }
+}
+
+/// What `harness matrix` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Done {
+    /// Listed cells, or found none to run (exit 0).
+    Nothing,
+    /// Ran cells: the exit status is the reporters' verdict.
+    Ran,
+}
+
+/// Runs `harness matrix`: selection, `--list`, then the cells, with the
+/// matrix's JUnit reporter (one file per cell and the aggregate) added to
+/// `reporters`.
+pub async fn matrix(
+    args: MatrixArgs,
+    cancel: CancellationToken,
+    reporters: &mut Reporters,
+) -> Result<Done, Error> {
     let m = super::load(&args.matrix)?;
     let mut filters = Filters {
         kernel: args.kernel.clone(),
@@ -107,26 +117,6 @@ pub async fn matrix(args: MatrixArgs, cancel: CancellationToken) -> Result<u8, C
         Some(s) => plan::parse_shard(s)?,
         None => (1, 1),
     };
-    if args.list {
-        let text = if args.json {
-            serde_json::to_string_pretty(&plan::list_json(&m, &selected, shard_n))
-                .unwrap_or_default()
-                + "\n"
-        } else {
-            plan::list_text(&m, &selected, shard_n)
-        };
-        // A closed pipe (`| head`) is not an error worth a panic.
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
-        return Ok(0);
-    }
-    let cells = plan::shards(&m, &selected, shard_n)
-        .into_iter()
-        .nth(shard_i - 1)
-        .unwrap_or_default();
-    if cells.is_empty() {
-        eprintln!("harness: no cells selected");
-        return Ok(0);
-    }
     let jobs = match args.jobs.as_str() {
         "auto" => None,
         n => match n.parse::<usize>() {
@@ -139,6 +129,32 @@ pub async fn matrix(args: MatrixArgs, cancel: CancellationToken) -> Result<u8, C
             }
         },
     };
+    if args.list {
+        let text = if args.json.is_some() {
+            serde_json::to_string_pretty(&plan::list_json(&m, &selected, shard_n))
+                .unwrap_or_default()
+                + "\n"
+        } else {
+            plan::list_text(&m, &selected, shard_n)
+        };
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+        return Ok(Done::Nothing);
+    }
+    if args.json == Some(None) {
+        return Err(MatrixError::Usage(
+            "--json needs a FILE for the results (or --list for a JSON listing)".into(),
+        )
+        .into());
+    }
+    let cells = plan::shards(&m, &selected, shard_n)
+        .into_iter()
+        .nth(shard_i - 1)
+        .unwrap_or_default();
+    if cells.is_empty() {
+        eprintln!("harness: no cells selected");
+        return Ok(Done::Nothing);
+    }
     let budget = Budget::from_host(jobs);
     let opts = Options {
         out_dir: args.out.clone(),
@@ -158,98 +174,21 @@ pub async fn matrix(args: MatrixArgs, cancel: CancellationToken) -> Result<u8, C
         },
         budget.mem_mib
     );
-
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let total = cells.len() as u64;
-    let reporter = tokio::spawn(async move {
-        let bar = indicatif::ProgressBar::new(total);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} done {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        let (mut running, mut failed) = (Vec::<String>::new(), 0usize);
-        let mut step = String::new();
-        let msg = |running: &[String], failed: usize, step: &str| {
-            let cur = running
-                .last()
-                .map_or(step.to_string(), |r| format!("booting {r}"));
-            format!("| {} running | {failed} failed | {cur}", running.len())
-        };
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                Event::Step(s) => {
-                    bar.suspend(|| eprintln!("harness: {s}"));
-                    step = s;
-                }
-                Event::Started { name } => running.push(name),
-                Event::Finished(o) => {
-                    running.retain(|r| *r != o.name);
-                    if !o.status.ok() {
-                        failed += 1;
-                    }
-                    let word = match &o.status {
-                        Status::Passed => "PASS".to_string(),
-                        Status::Failed => "FAIL".to_string(),
-                        Status::Interrupted => "INTR".to_string(),
-                        Status::Error(e) => format!("ERROR ({e})"),
-                        Status::NotRun(why) => format!("SKIP ({why})"),
-                    };
-                    bar.suspend(|| {
-                        eprintln!(
-                            "{word} {} ({} passed, {} failed, {} skipped) {:.1} s",
-                            o.name,
-                            o.counts.pass,
-                            o.counts.fail,
-                            o.counts.skip,
-                            o.duration.as_secs_f64()
-                        )
-                    });
-                    bar.inc(1);
-                }
-            }
-            bar.set_message(msg(&running, failed, &step));
-        }
-        bar.finish_and_clear();
-    });
-
-    let wall = Instant::now();
-    let r = run::run(&m, &cells, &opts, &cancel, &tx).await;
-    drop(tx);
-    let _ = reporter.await;
-    let (outcomes, stats) = r?;
-    let wall = wall.elapsed().as_secs_f64();
-    let (cw, cpu) = (stats.cells_wall.as_secs_f64(), stats.cells_cpu);
-
-    println!("{}", report::summary_table(&outcomes));
-    let count = |f: &dyn Fn(&Status) -> bool| outcomes.iter().filter(|o| f(&o.status)).count();
-    let passed = count(&|s| s.ok());
-    let not_run = count(&|s| matches!(s, Status::NotRun(_)));
-    println!(
-        "cells: {passed} passed, {} failed, {not_run} not run; {wall:.1} s wall ({:.1} s preparing, {cw:.1} s running cells); QEMU CPU {cpu:.1} s = {:.2} cores busy while cells ran",
-        outcomes.len() - passed - not_run,
-        stats.prepare.as_secs_f64(),
-        cpu / cw.max(1e-9)
-    );
-    println!(
-        "JUnit: {} (per cell under {})",
-        run::aggregate_path(&args.out).display(),
-        args.out.join("cells").display()
-    );
-    if cancel.is_cancelled() {
-        return Ok(130);
+    reporters.add(Junit::new(&run::aggregate_path(&args.out), "harness matrix").per_cell());
+    if let Some(Some(path)) = &args.json {
+        reporters.add(crate::reporter::json::Json::new(path));
     }
-    Ok(if passed == outcomes.len() { 0 } else { 1 })
+    run::run(&m, &cells, &opts, &cancel, reporters).await?;
+    Ok(Done::Ran)
 }
 
 /// Runs `harness junit merge`.
-pub fn merge(args: MergeArgs) -> Result<u8, CliError> {
+pub fn merge(args: MergeArgs) -> Result<(), Error> {
     report::merge(&args.out, &args.inputs)?;
     println!(
         "merged {} reports into {}",
         args.inputs.len(),
         args.out.display()
     );
-    Ok(0)
+    Ok(())
 }

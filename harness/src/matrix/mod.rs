@@ -9,7 +9,7 @@
 //! See `docs/matrix.md` for the file format.
 
 pub mod cli;
-pub mod glob;
+pub use crate::glob;
 pub mod locate;
 pub mod model;
 pub mod plan;

@@ -102,13 +102,12 @@ pub struct Cell {
 }
 
 impl Matrix {
-    /// The tests of a cell: the topology check, then the suite.
-    pub fn tests(&self, cell: &Cell) -> Vec<SuiteTest> {
+    /// The suite's tests of a cell (the planner puts the topology check
+    /// first), with the kernel's expectations.
+    pub fn suite_tests(&self, cell: &Cell) -> Vec<SuiteTest> {
         let k = &self.kernels[cell.kernel];
         let expect = k.expect.encode();
-        let mut tests = vec![suite::topology_check(
-            &self.topologies[cell.topology].topology,
-        )];
+        let mut tests = Vec::new();
         match &self.suites[cell.suite].kind {
             SuiteKind::Builtin(name) => {
                 // Validated: the name is known.
@@ -131,17 +130,6 @@ impl Matrix {
         cpus * (1 + self.suites[cell.suite].weight as u64)
     }
 }
-
-/// Built-in guest binaries a custom suite may name.
-pub const GUEST_BINARIES: &[&str] = &[
-    "smoke",
-    "topology",
-    "futex-prctl",
-    "futex-resize",
-    "futex-immutable",
-    "futex-numa",
-    "futex-mpol",
-];
 
 /// Built-in suites usable without a `suites:` entry.
 const IMPLICIT_SUITES: &[&str] = &["smoke", "futex"];
@@ -476,7 +464,7 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                         u.args = t.args;
                         u
                     } else {
-                        let Some(b) = GUEST_BINARIES.iter().find(|b| **b == t.bin) else {
+                        let Some(b) = guest_tests::binaries::tests().find(|b| *b == t.bin) else {
                             return Err(cx.at_item(
                                 "suites",
                                 &s.name,
@@ -485,7 +473,7 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
                                     "suite {:?}: unknown guest binary {:?}; expected one of {} or a path to a static binary",
                                     s.name,
                                     t.bin,
-                                    GUEST_BINARIES.join(", ")
+                                    guest_tests::binaries::tests().collect::<Vec<_>>().join(", ")
                                 ),
                             ));
                         };

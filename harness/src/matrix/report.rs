@@ -1,138 +1,11 @@
-//! Matrix reports: per-cell JUnit, the aggregate report (every selected
-//! cell: finished ones with their cases, the rest marked not run), the
-//! summary table, `--rerun-failed` input, and `junit merge`.
+//! Matrix report files after the run: the `--rerun-failed` input read from
+//! an aggregate report, `junit merge` of shard reports, and the summary
+//! table (kernels x topologies) the terminal prints. Writing reports is the
+//! reporters' job (`crate::reporter`).
 
-use crate::junit::{write_atomic, xml_safe, JunitError, MAX_SHORT};
-use crate::verdict::Counts;
-use quick_junit::{NonSuccessKind, Property, Report, TestCase, TestCaseStatus, TestSuite};
+use crate::events::{CellOutcome, CellStatus};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// How a cell ended, as far as the matrix is concerned.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Status {
-    /// Every case as expected.
-    Passed,
-    /// A case failed (or the VM died under a test).
-    Failed,
-    /// The cell could not run (kernel fetch, QEMU, initramfs).
-    Error(String),
-    /// Stopped by SIGINT/SIGTERM while running.
-    Interrupted,
-    /// Never started (interrupted, `--fail-fast`).
-    NotRun(String),
-}
-
-impl Status {
-    /// The word used in reports (`status` property).
-    pub fn word(&self) -> &'static str {
-        match self {
-            Status::Passed => "passed",
-            Status::Failed => "failed",
-            Status::Error(_) => "error",
-            Status::Interrupted => "interrupted",
-            Status::NotRun(_) => "not-run",
-        }
-    }
-    /// Whether this is what the matrix expects.
-    pub fn ok(&self) -> bool {
-        *self == Status::Passed
-    }
-}
-
-/// One cell's outcome.
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    /// Cell name.
-    pub name: String,
-    /// Kernel name.
-    pub kernel: String,
-    /// Topology name.
-    pub topology: String,
-    /// Suite name.
-    pub suite: String,
-    /// Status.
-    pub status: Status,
-    /// Case counts.
-    pub counts: Counts,
-    /// Wall time.
-    pub duration: Duration,
-    /// The cell's testsuite (as in its own JUnit file).
-    pub testsuite: TestSuite,
-}
-
-/// A testsuite for a cell that has no results: one testcase saying why.
-pub fn placeholder_suite(name: &str, props: &[(&str, &str)], status: &Status) -> TestSuite {
-    let mut ts = TestSuite::new(xml_safe(name, MAX_SHORT));
-    for (k, v) in props {
-        ts.add_property(Property::new(*k, xml_safe(v, MAX_SHORT)));
-    }
-    ts.add_property(Property::new("status", status.word()));
-    let tc_status = match status {
-        Status::Error(why) => {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-            s.set_message(xml_safe(why, MAX_SHORT));
-            s
-        }
-        Status::NotRun(why) => {
-            let mut s = TestCaseStatus::skipped();
-            s.set_message(xml_safe(why, MAX_SHORT));
-            s
-        }
-        _ => TestCaseStatus::success(),
-    };
-    let mut tc = TestCase::new(status.word(), tc_status);
-    tc.set_classname(xml_safe(name, MAX_SHORT));
-    ts.add_test_case(tc);
-    ts
-}
-
-/// Keeps only the cases `keep` accepts, fixing the suite's counters.
-pub fn retain_cases(ts: &mut TestSuite, keep: impl Fn(&str) -> bool) {
-    ts.test_cases.retain(|c| keep(c.name.as_str()));
-    ts.tests = ts.test_cases.len();
-    let (mut f, mut e, mut s) = (0, 0, 0);
-    for c in &ts.test_cases {
-        match &c.status {
-            TestCaseStatus::NonSuccess { kind, .. } => match kind {
-                NonSuccessKind::Failure => f += 1,
-                NonSuccessKind::Error => e += 1,
-            },
-            TestCaseStatus::Skipped { .. } => s += 1,
-            TestCaseStatus::Success { .. } => {}
-        }
-    }
-    (ts.failures, ts.errors, ts.skipped) = (f, e, s);
-}
-
-/// Counts of a testsuite.
-pub fn counts_of(ts: &TestSuite) -> Counts {
-    Counts {
-        pass: ts.tests - ts.failures - ts.errors - ts.skipped,
-        fail: ts.failures + ts.errors,
-        skip: ts.skipped,
-    }
-}
-
-/// Writes a one-suite report for a cell.
-pub fn write_cell(ts: &TestSuite, path: &Path) -> Result<(), JunitError> {
-    let mut r = Report::new(xml_safe(&ts.name, MAX_SHORT));
-    r.set_time(ts.time.unwrap_or_default());
-    if let Some(t) = ts.timestamp {
-        r.set_timestamp(t);
-    }
-    r.add_test_suite(ts.clone());
-    write_atomic(&r, path)
-}
-
-/// Writes the aggregate report: one testsuite per selected cell, in order.
-pub fn write_aggregate(suites: &[TestSuite], path: &Path) -> Result<(), JunitError> {
-    let mut r = Report::new("harness matrix");
-    r.set_time(suites.iter().filter_map(|s| s.time).sum());
-    r.add_test_suites(suites.iter().cloned());
-    write_atomic(&r, path)
-}
 
 /// Errors reading or merging reports.
 #[derive(Debug, thiserror::Error)]
@@ -296,21 +169,21 @@ pub fn merge(out: &Path, inputs: &[PathBuf]) -> Result<(), ReportError> {
 /// The summary table: one row per kernel, one column per topology, each
 /// entry `passed/failed/skipped` cases and seconds (all suites together);
 /// `-` where no cell ran.
-pub fn summary_table(outcomes: &[Outcome]) -> String {
+pub fn summary_table(outcomes: &[CellOutcome]) -> String {
     let mut kernels: Vec<&str> = Vec::new();
     let mut topos: Vec<&str> = Vec::new();
     for o in outcomes {
-        if !kernels.contains(&o.kernel.as_str()) {
-            kernels.push(&o.kernel);
+        if !kernels.contains(&o.meta.kernel_name.as_str()) {
+            kernels.push(&o.meta.kernel_name);
         }
-        if !topos.contains(&o.topology.as_str()) {
-            topos.push(&o.topology);
+        if !topos.contains(&o.meta.topology.as_str()) {
+            topos.push(&o.meta.topology);
         }
     }
     let cell = |k: &str, t: &str| {
-        let os: Vec<&Outcome> = outcomes
+        let os: Vec<&CellOutcome> = outcomes
             .iter()
-            .filter(|o| o.kernel == k && o.topology == t)
+            .filter(|o| o.meta.kernel_name == k && o.meta.topology == t)
             .collect();
         if os.is_empty() {
             return "-".to_string();
@@ -325,7 +198,7 @@ pub fn summary_table(outcomes: &[Outcome]) -> String {
         let secs: f64 = os.iter().map(|o| o.duration.as_secs_f64()).sum();
         let mark = if os.iter().all(|o| o.status.ok()) {
             ""
-        } else if os.iter().any(|o| matches!(o.status, Status::NotRun(_))) {
+        } else if os.iter().any(|o| matches!(o.status, CellStatus::NotRun(_))) {
             " !"
         } else {
             " X"

@@ -1,18 +1,26 @@
 //! `harness`: boot kernels under QEMU in NUMA topologies, run KTAP guest
-//! tests, write JUnit. The only place that uses `anyhow` and maps errors to
-//! exit codes.
+//! tests, write JUnit. The edge: the command line, the terminal reporter
+//! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
+
+mod terminal;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use harness::cell::CellSpec;
-use harness::guestbin::GuestBins;
+use harness::error::Error;
 use harness::host::{self, AccelChoice};
 use harness::kernelspec::KernelSpec;
-use harness::suite::{self, SuiteTest};
+use harness::planner::{CellRequest, PlannedCell, Session};
+use harness::reporter::exit::ExitStatus;
+use harness::reporter::json::Json;
+use harness::reporter::junit::Junit;
+use harness::reporter::Reporters;
+use harness::runner::RunOptions;
+use harness::suite;
 use harness::topology::Topology;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
+use terminal::{Shape, Terminal};
 use tokio_util::sync::CancellationToken;
 
 /// Exit status when every result is as expected.
@@ -23,8 +31,6 @@ const EXIT_TESTS_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 /// Exit status when the infrastructure failed (QEMU missing, download failed, ...).
 const EXIT_INFRA: u8 = 69;
-/// Exit status after SIGINT/SIGTERM.
-const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Parser)]
 #[command(
@@ -152,9 +158,12 @@ struct RunArgs {
     /// Timeout for each --guest-bin, in seconds.
     #[arg(long, default_value_t = 120)]
     guest_bin_timeout: u64,
-    /// JUnit XML output (default: <out>/junit.xml).
+    /// JUnit XML output (default: <out>/<cell>/junit.xml).
     #[arg(long)]
     junit: Option<PathBuf>,
+    /// JSON results file (schema: docs/results.md).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Directory for console logs, raw KTAP and QEMU's argv.
     #[arg(long, default_value = "harness-out")]
     out: PathBuf,
@@ -220,12 +229,20 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run(args) => run(*args).await,
+            Command::Run(args) => run(*args).await.map_err(anyhow::Error::from),
             Command::Host => host_report(),
-            Command::Matrix(args) => matrix(args).await,
-            Command::Junit(JunitCommand::Merge(args)) => Ok(harness::matrix::cli::merge(args)?),
+            Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
+            Command::Junit(JunitCommand::Merge(args)) => harness::matrix::cli::merge(args)
+                .map(|()| EXIT_OK)
+                .map_err(anyhow::Error::from),
             Command::Kselftest(c) => kselftest(c).await,
-            Command::Bench(args) => harness::bench::run(args).await.map_err(anyhow::Error::from),
+            Command::Bench(args) => {
+                let mut reporters = Reporters::new();
+                reporters.add(Terminal::new(Shape::Steps, Vec::new()));
+                harness::bench::run(args, &mut reporters)
+                    .await
+                    .map_err(anyhow::Error::from)
+            }
             Command::Kernel(cmd) => tokio::task::spawn_blocking(move || kernel_cmd(cmd))
                 .await
                 .map_err(anyhow::Error::from)
@@ -243,12 +260,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// Usage errors (bad specs, unknown suites) vs infrastructure errors.
+/// The one mapping of errors to exit statuses: an error that says its
+/// kind ([`harness::error::Error`]) decides; the rest are usage errors by
+/// type, and infrastructure otherwise.
 fn exit_code_for(e: &anyhow::Error) -> u8 {
+    if let Some(k) = e.chain().find_map(|c| c.downcast_ref::<Error>()) {
+        return k.kind.exit_code();
+    }
     let usage = e.chain().any(|c| {
-        c.downcast_ref::<harness::matrix::cli::CliError>()
-            .is_some_and(|m| m.is_usage())
-            || c.is::<harness::topology::TopologyError>()
+        c.is::<harness::topology::TopologyError>()
             || c.is::<harness::kernelspec::KernelSpecError>()
             || matches!(
                 c.downcast_ref::<harness::bisect::BisectError>(),
@@ -281,139 +301,154 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
     }
 }
 
-async fn run(args: RunArgs) -> anyhow::Result<u8> {
-    let topology = Topology::parse_spec(&args.topology)?;
-    let kernel = KernelSpec::parse(&args.kernel)?;
+async fn run(args: RunArgs) -> Result<u8, Error> {
+    // Everything the command line says, checked before the host is touched.
+    let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
+    let kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
     let explicit_shares = args
         .shares
         .iter()
         .map(|s| harness::share::ShareSpec::parse(s).and_then(|s| s.resolve()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let qemu = host::find_qemu()?;
-    let (accel, note) = host::choose_accel(args.accel, &host::probe_kvm())?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Error::usage)?;
+    let mut user_tests = Vec::new();
+    for p in &args.guest_bins {
+        user_tests.push(
+            suite::user_binary(p.clone(), Duration::from_secs(args.guest_bin_timeout))
+                .map_err(Error::usage)?,
+        );
+    }
+    let junit_path = args.junit.clone();
+
+    let exit = ExitStatus::new();
+    let mut reporters = Reporters::new();
+    reporters.add(exit.clone());
+    let t0 = std::time::Instant::now();
+    let mut session = Session::open(args.debian_mirror.clone(), &mut reporters).await?;
+    let (accel, note) = session.accel(args.accel).map_err(Error::infra)?;
     if let Some(n) = note {
-        eprintln!("harness: {n}");
+        reporters.step(&n)?;
     }
-    if let Some(n) = host::tcg_note(&qemu).filter(|_| accel == harness::qemu::Accel::Tcg) {
-        eprintln!("harness: note: {n}");
+    if let Some(n) = host::tcg_note(&session.qemu).filter(|_| accel == harness::qemu::Accel::Tcg) {
+        reporters.step(&format!("note: {n}"))?;
     }
-    let resolved = resolve_kernel(&kernel, args.debian_mirror.clone()).await?;
-    let (image, version) = (resolved.path.clone(), resolved.version.clone());
+    let resolved = session
+        .kernel(&args.kernel, &kernel, &mut reporters, Some(download_bar()))
+        .await
+        .map_err(resolve_error)?;
     let expect = resolved
         .expectations(args.expect.as_deref())
-        .map_err(|e| anyhow::anyhow!("--expect: {e}"))?;
-    let mut tests: Vec<SuiteTest> = Vec::new();
-    if !args.no_topology_check {
-        tests.push(suite::topology_check(&topology));
-    }
-    if harness::kselftest::is_kselftest_suite(&args.suite) {
-        let spec = harness::kselftest::source_spec(
+        .map_err(|e| Error::usage(format!("--expect: {e}")))?;
+    let mut tests = session
+        .suite_tests(
             &args.suite,
+            &args.kernel,
+            &resolved,
+            expect.as_deref(),
             args.kselftest_tree.as_deref(),
-            // The resolved version: a source: kernel's definition says it.
-            version.as_deref().or(kernel.version()),
-        )?;
-        let opts = harness::kselftest::Options {
-            mirror: args.debian_mirror.clone(),
-            ..Default::default()
-        };
-        let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-            let cache = harness::kernel::cache::Cache::from_env()?;
-            Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
-        })
-        .await??;
-        eprintln!(
-            "harness: upstream selftests from {} ({}) in {}",
-            build.manifest.source,
-            if build.cached { "cached" } else { "built" },
-            build.dir.display()
-        );
-        tests.extend(build.tests());
-    } else {
-        tests.extend(suite::builtin(&args.suite, expect.as_deref())?);
-    }
-    for p in &args.guest_bins {
-        tests.push(suite::user_binary(
-            p.clone(),
-            Duration::from_secs(args.guest_bin_timeout),
-        )?);
-    }
+            &mut reporters,
+        )
+        .await
+        .map_err(|e| {
+            if harness::suite::is_kselftest_suite(&args.suite) {
+                Error::infra(e)
+            } else {
+                Error::usage(e)
+            }
+        })?;
+    tests.extend(user_tests);
+    let shares = session
+        .shares(
+            explicit_shares,
+            !args.no_artifacts,
+            &args.kernel,
+            &kernel,
+            &resolved.path,
+            &mut reporters,
+        )
+        .await
+        .map_err(Error::usage)?;
 
-    eprintln!("harness: building guest binaries");
-    let bins = tokio::task::spawn_blocking(GuestBins::locate_or_build).await??;
-
-    let shares = share_setup(&args, &kernel, &image, explicit_shares).await?;
-
-    let cancel = CancellationToken::new();
-    harness::signals::install(cancel.clone()).context("installing signal handlers")?;
-    let name = format!("{}/{}/{}", sanitize(&args.kernel), topology, args.suite);
-    let spec = CellSpec {
-        out_dir: args.out.join(name.replace('/', "_")),
-        name,
-        kernel_label: args.kernel.clone(),
-        kernel_image: image,
-        topology_label: args.topology.clone(),
+    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
+    let out_dir = args.out.join(name.replace('/', "_"));
+    let mut req = CellRequest::new(
+        &args.kernel,
+        resolved.path.clone(),
+        &args.topology,
         topology,
-        suite_label: args.suite.clone(),
+        &args.suite,
         tests,
         accel,
-        cmdline_extra: args
-            .append
-            .as_deref()
-            .map(|a| a.split_whitespace().map(String::from).collect())
-            .unwrap_or_default(),
-        watchdog: args.timeout.map(Duration::from_secs),
-        timeout_scale: args.timeout_scale,
-        boot_retries: args.boot_retries,
-    };
-    eprintln!(
-        "harness: booting {} under {} ({})",
-        spec.name,
+        out_dir.clone(),
+    );
+    req.topology_check = !args.no_topology_check;
+    req.cmdline = args
+        .append
+        .as_deref()
+        .map(|a| a.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    req.watchdog = args.timeout.map(Duration::from_secs);
+    req.timeout_scale = args.timeout_scale;
+    req.boot_retries = args.boot_retries;
+    req.expect = expect;
+    req.shares = shares;
+    let cell = harness::planner::cell(0, req);
+    let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
+    reporters.add(Junit::new(&junit_path, "harness run"));
+    if let Some(p) = &args.json {
+        reporters.add(Json::new(p));
+    }
+    reporters.add(Terminal::new(
+        Shape::Cases,
+        vec![format!("JUnit: {}", junit_path.display())],
+    ));
+    // From here on a signal stops the VM and leaves the reports; before,
+    // the default action ends a download or build at once.
+    let cancel = CancellationToken::new();
+    harness::signals::install(cancel.clone())
+        .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
+    reporters.step(&format!(
+        "booting {} under {} ({})",
+        cell.meta.name,
         accel.name(),
-        qemu.version
-    );
-    let cell = harness::cell::run_with_shares(&spec, &shares, &qemu, &bins, &cancel).await?;
-    let junit_path = args
-        .junit
-        .clone()
-        .unwrap_or_else(|| spec.out_dir.join("junit.xml"));
-    let report = harness::junit::report("harness run", std::slice::from_ref(&cell));
-    harness::junit::write_atomic(&report, &junit_path)?;
+        session.qemu.version
+    ))?;
+    harness::runner::run(
+        &session,
+        vec![PlannedCell::Ready(Box::new(cell))],
+        &RunOptions::serial(t0.elapsed()),
+        &cancel,
+        &mut reporters,
+    )
+    .await?;
+    Ok(exit.code())
+}
 
-    let cases = harness::verdict::cases(&cell);
-    let counts = harness::verdict::counts(&cases);
-    for c in &cases {
-        match &c.status {
-            harness::verdict::CaseStatus::Pass => println!("PASS {}", c.name),
-            harness::verdict::CaseStatus::Skip(r) => println!("SKIP {} ({r})", c.name),
-            harness::verdict::CaseStatus::Fail { message, .. } => {
-                println!("FAIL {}: {message}", c.name)
-            }
+/// A kernel that could not be resolved: the user's fault when the file is
+/// not a kernel, the host's otherwise.
+fn resolve_error(e: std::sync::Arc<harness::kernelspec::ResolveError>) -> Error {
+    match &*e {
+        harness::kernelspec::ResolveError::BadImage { .. } => Error::usage(e),
+        _ => Error::infra(e),
+    }
+}
+
+/// A progress bar for a kernel download.
+fn download_bar() -> Box<dyn FnMut(harness::kernel::debian::Progress) + Send> {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {bytes}/{total_bytes} {wide_bar} {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Box::new(move |p: harness::kernel::debian::Progress| {
+        bar.set_message(p.what.to_string());
+        if let Some(t) = p.total {
+            bar.set_length(t);
         }
-    }
-    for note in &cell.notes {
-        println!("NOTE {note}");
-    }
-    println!(
-        "{}: {} in {:.1} s under {}; console log {}",
-        cell.name,
-        harness::verdict::describe(&cell.end),
-        cell.duration.as_secs_f64(),
-        cell.accel,
-        spec.out_dir.join("console.log").display()
-    );
-    println!("JUnit: {}", junit_path.display());
-    println!(
-        "{} passed, {} failed, {} skipped",
-        counts.pass, counts.fail, counts.skip
-    );
-    if cancel.is_cancelled() {
-        return Ok(EXIT_INTERRUPTED);
-    }
-    Ok(if counts.fail == 0 && !cases.is_empty() {
-        EXIT_OK
-    } else {
-        EXIT_TESTS_FAILED
+        bar.set_position(p.done);
+        if p.total.is_some_and(|t| p.done >= t) {
+            bar.finish_and_clear();
+        }
     })
 }
 
@@ -457,10 +492,25 @@ fn host_report() -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-async fn matrix(args: harness::matrix::cli::MatrixArgs) -> anyhow::Result<u8> {
+async fn matrix(args: harness::matrix::cli::MatrixArgs) -> Result<u8, Error> {
     let cancel = CancellationToken::new();
-    harness::signals::install(cancel.clone()).context("installing signal handlers")?;
-    Ok(harness::matrix::cli::matrix(args, cancel).await?)
+    harness::signals::install(cancel.clone())
+        .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
+    let exit = ExitStatus::new();
+    let mut reporters = Reporters::new();
+    reporters.add(exit.clone());
+    let footer = format!(
+        "JUnit: {} (per cell under {})",
+        harness::matrix::run::aggregate_path(&args.out).display(),
+        args.out.join("cells").display()
+    );
+    reporters.add(Terminal::new(Shape::Cells, vec![footer]));
+    Ok(
+        match harness::matrix::cli::matrix(args, cancel, &mut reporters).await? {
+            harness::matrix::cli::Done::Nothing => EXIT_OK,
+            harness::matrix::cli::Done::Ran => exit.code(),
+        },
+    )
 }
 
 async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
@@ -513,90 +563,6 @@ async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
     }
-}
-
-/// The run's virtiofs shares: `--share`s, and the artifacts share unless
-/// `--no-artifacts`; falls back to the initramfs alone (with a note) where
-/// virtiofs cannot work, unless shares were asked for (then an error).
-async fn share_setup(
-    args: &RunArgs,
-    kernel: &KernelSpec,
-    image: &std::path::Path,
-    explicit: Vec<harness::share::ShareSpec>,
-) -> anyhow::Result<harness::share::ShareSetup> {
-    use harness::share;
-    let artifacts = !args.no_artifacts;
-    if !artifacts && explicit.is_empty() {
-        return Ok(share::ShareSetup::none());
-    }
-    let daemon = share::find_virtiofsd();
-    // Without a daemon nothing can be shared: spare the kernel lookup.
-    let support = match &daemon {
-        Err(_) => None,
-        Ok(_) => {
-            let (kernel, image) = (kernel.clone(), image.to_path_buf());
-            let mirror = args.debian_mirror.clone();
-            Some(
-                tokio::task::spawn_blocking(move || {
-                    share::support_for(&kernel, &image, mirror.as_deref())
-                })
-                .await?,
-            )
-        }
-    };
-    let setup = share::decide(explicit, artifacts, daemon, support)?;
-    for n in &setup.notes {
-        eprintln!("harness: {n}");
-    }
-    Ok(setup)
-}
-
-/// A cell name component: no `/`, no spaces.
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// A bootable image for the spec and its upstream version when known
-/// (a progress bar while downloading).
-async fn resolve_kernel(
-    k: &KernelSpec,
-    mirror: Option<String>,
-) -> anyhow::Result<harness::kernelspec::ResolvedKernel> {
-    let k = k.clone();
-    tokio::task::spawn_blocking(
-        move || -> anyhow::Result<harness::kernelspec::ResolvedKernel> {
-            let bar = indicatif::ProgressBar::new(0);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{msg} {bytes}/{total_bytes} {wide_bar} {eta}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            let kernel = harness::kernelspec::resolve(&k, mirror.as_deref(), &mut |p| {
-                bar.set_message(p.what.to_string());
-                if let Some(t) = p.total {
-                    bar.set_length(t);
-                }
-                bar.set_position(p.done);
-            })?;
-            bar.finish_and_clear();
-            eprintln!(
-                "harness: kernel {} at {}",
-                kernel.description,
-                kernel.path.display()
-            );
-            Ok(kernel)
-        },
-    )
-    .await?
 }
 
 fn debian_mirror_fn(

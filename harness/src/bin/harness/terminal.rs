@@ -1,0 +1,194 @@
+//! The terminal reporter: progress and results on the terminal, from the
+//! run's events. Two shapes: per case (`harness run`: a PASS/FAIL line per
+//! case, then the counts) and per cell (`harness matrix`: a progress bar, a
+//! line per cell, the kernels x topologies table). Lives in the binary:
+//! the library prints nothing of its own.
+
+use harness::events::{CellOutcome, CellStatus, Event};
+use harness::reporter::{ReportError, Reporter};
+use harness::verdict::CaseStatus;
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Which shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// Every case of the (one) cell.
+    Cases,
+    /// A line per cell and a summary table.
+    Cells,
+    /// Preparation steps only (the front door prints its own results:
+    /// `bench`).
+    Steps,
+}
+
+/// Prints a run.
+pub struct Terminal {
+    shape: Shape,
+    bar: Option<ProgressBar>,
+    running: Vec<String>,
+    failed: usize,
+    step: String,
+    outcomes: Vec<CellOutcome>,
+    /// Lines printed after the summary (where the reports are).
+    footer: Vec<String>,
+}
+
+impl Terminal {
+    /// A reporter of this shape; `footer` lines end the output.
+    pub fn new(shape: Shape, footer: Vec<String>) -> Terminal {
+        Terminal {
+            shape,
+            bar: None,
+            running: Vec::new(),
+            failed: 0,
+            step: String::new(),
+            outcomes: Vec::new(),
+            footer,
+        }
+    }
+
+    fn say(&self, line: &str) {
+        match &self.bar {
+            Some(b) => b.suspend(|| eprintln!("{line}")),
+            None => eprintln!("{line}"),
+        }
+    }
+
+    fn refresh(&self) {
+        if let Some(b) = &self.bar {
+            let cur = self
+                .running
+                .last()
+                .map_or(self.step.clone(), |r| format!("booting {r}"));
+            b.set_message(format!(
+                "| {} running | {} failed | {cur}",
+                self.running.len(),
+                self.failed
+            ));
+        }
+    }
+
+    fn cell_line(o: &CellOutcome) -> String {
+        let word = match &o.status {
+            CellStatus::Passed => "PASS".to_string(),
+            CellStatus::Failed => "FAIL".to_string(),
+            CellStatus::Interrupted => "INTR".to_string(),
+            CellStatus::Error(e) => format!("ERROR ({e})"),
+            CellStatus::NotRun(why) => format!("SKIP ({why})"),
+        };
+        format!(
+            "{word} {} ({} passed, {} failed, {} skipped) {:.1} s",
+            o.meta.name,
+            o.counts.pass,
+            o.counts.fail,
+            o.counts.skip,
+            o.duration.as_secs_f64()
+        )
+    }
+
+    fn cases(o: &CellOutcome) {
+        for c in &o.cases {
+            match &c.status {
+                CaseStatus::Pass => println!("PASS {}", c.name),
+                CaseStatus::Skip(r) => println!("SKIP {} ({r})", c.name),
+                CaseStatus::Fail { message, .. } => println!("FAIL {}: {message}", c.name),
+            }
+        }
+        match (&o.result, &o.status) {
+            (Some(cell), _) => {
+                for note in &cell.notes {
+                    println!("NOTE {note}");
+                }
+                println!(
+                    "{}: {} in {:.1} s under {}; console log {}",
+                    cell.name,
+                    harness::verdict::describe(&cell.end),
+                    cell.duration.as_secs_f64(),
+                    cell.accel,
+                    o.meta.out_dir.join("console.log").display()
+                );
+            }
+            (None, CellStatus::Error(e) | CellStatus::NotRun(e)) => {
+                println!("{}: {e}", o.meta.name)
+            }
+            (None, _) => {}
+        }
+    }
+}
+
+impl Reporter for Terminal {
+    fn report(&mut self, event: &Event) -> Result<(), ReportError> {
+        match event {
+            Event::RunStarted { cells, .. } if self.shape == Shape::Cells => {
+                let bar = ProgressBar::new(cells.len() as u64);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{elapsed_precise} [{bar:30}] {pos}/{len} done {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                self.bar = Some(bar);
+            }
+            Event::RunStarted { .. } => {}
+            Event::Step(s) => {
+                self.say(&format!("harness: {s}"));
+                self.step = s.clone();
+            }
+            Event::CellStarted { name, .. } => self.running.push(name.clone()),
+            Event::CellFinished(o) => {
+                self.running.retain(|r| *r != o.meta.name);
+                self.failed += usize::from(!o.status.ok());
+                match self.shape {
+                    Shape::Cells => self.say(&Self::cell_line(o)),
+                    Shape::Cases => Self::cases(o),
+                    Shape::Steps => {}
+                }
+                if let Some(b) = &self.bar {
+                    b.inc(1);
+                }
+                self.outcomes.push((**o).clone());
+            }
+            Event::RunFinished { stats, .. } => {
+                if let Some(b) = self.bar.take() {
+                    b.finish_and_clear();
+                }
+                match self.shape {
+                    Shape::Cells => {
+                        let mut sorted = self.outcomes.clone();
+                        sorted.sort_by_key(|o| o.meta.index);
+                        println!("{}", harness::matrix::report::summary_table(&sorted));
+                        let count = |f: &dyn Fn(&CellStatus) -> bool| {
+                            sorted.iter().filter(|o| f(&o.status)).count()
+                        };
+                        let passed = count(&|s| s.ok());
+                        let not_run = count(&|s| matches!(s, CellStatus::NotRun(_)));
+                        let (cw, cpu) = (stats.cells_wall.as_secs_f64(), stats.cells_cpu);
+                        let wall = stats.prepare.as_secs_f64() + cw;
+                        println!(
+                            "cells: {passed} passed, {} failed, {not_run} not run; {wall:.1} s wall ({:.1} s preparing, {cw:.1} s running cells); QEMU CPU {cpu:.1} s = {:.2} cores busy while cells ran",
+                            sorted.len() - passed - not_run,
+                            stats.prepare.as_secs_f64(),
+                            cpu / cw.max(1e-9)
+                        );
+                    }
+                    Shape::Cases | Shape::Steps => {}
+                }
+                for l in &self.footer {
+                    println!("{l}");
+                }
+                if self.shape == Shape::Cases {
+                    let (p, f, s) = self.outcomes.iter().fold((0, 0, 0), |a, o| {
+                        (
+                            a.0 + o.counts.pass,
+                            a.1 + o.counts.fail,
+                            a.2 + o.counts.skip,
+                        )
+                    });
+                    println!("{p} passed, {f} failed, {s} skipped");
+                }
+            }
+        }
+        self.refresh();
+        Ok(())
+    }
+}

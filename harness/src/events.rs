@@ -1,0 +1,161 @@
+//! What the runner tells its reporters: one typed stream of [`Event`]s per
+//! run, the same for `run`, `matrix`, `bench` and `bisect`. A reporter
+//! (terminal, JUnit, JSON, the exit status) is a [`crate::reporter::Reporter`]
+//! that receives every event in order.
+//!
+//! Architecture invariant: events carry results, never file handles or
+//! terminal state; the runner writes no report itself.
+
+use crate::result::CellResult;
+use crate::verdict::{Case, Counts};
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+/// What a cell is, known before it runs (placeholders of unfinished cells
+/// are built from it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellMeta {
+    /// Position in the run (0-based; the order reports list cells in).
+    pub index: usize,
+    /// Unique cell name, e.g. `debian-7.3/nodes2/futex`.
+    pub name: String,
+    /// Kernel as the user wrote it (`debian:7.3.4`, `source:7.3`).
+    pub kernel: String,
+    /// Kernel name in a matrix (else the same as `kernel`).
+    pub kernel_name: String,
+    /// Topology name or spec.
+    pub topology: String,
+    /// Suite name.
+    pub suite: String,
+    /// The expectations the futex binaries get (`--expect`), when known.
+    pub expect: Option<String>,
+    /// Where the cell's logs go.
+    pub out_dir: PathBuf,
+}
+
+/// How a cell ended, as far as the run is concerned: decided once, by
+/// [`CellStatus::judge`], for every front door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellStatus {
+    /// Every case as expected.
+    Passed,
+    /// A case failed (or the VM died under a test, or no case ran).
+    Failed,
+    /// The cell could not run (kernel fetch, QEMU, initramfs).
+    Error(String),
+    /// Stopped by SIGINT/SIGTERM while running.
+    Interrupted,
+    /// Never started (interrupted, `--fail-fast`).
+    NotRun(String),
+}
+
+impl CellStatus {
+    /// The status of a cell that ran: interrupted, else passed when at
+    /// least one case was reported and none failed.
+    pub fn judge(result: &CellResult, counts: &Counts) -> CellStatus {
+        if result.end == crate::result::VmEnd::Interrupted {
+            CellStatus::Interrupted
+        } else if counts.fail == 0 && counts.pass + counts.skip > 0 {
+            CellStatus::Passed
+        } else {
+            CellStatus::Failed
+        }
+    }
+    /// The word used in reports (`status` property, JSON).
+    pub fn word(&self) -> &'static str {
+        match self {
+            CellStatus::Passed => "passed",
+            CellStatus::Failed => "failed",
+            CellStatus::Error(_) => "error",
+            CellStatus::Interrupted => "interrupted",
+            CellStatus::NotRun(_) => "not-run",
+        }
+    }
+    /// Whether this is what the run expects.
+    pub fn ok(&self) -> bool {
+        *self == CellStatus::Passed
+    }
+}
+
+/// A finished (or never started) cell.
+#[derive(Debug, Clone)]
+pub struct CellOutcome {
+    /// What the cell is.
+    pub meta: CellMeta,
+    /// How it ended.
+    pub status: CellStatus,
+    /// The cases reported (after `--test` filtering and known failures).
+    pub cases: Vec<Case>,
+    /// Their counts.
+    pub counts: Counts,
+    /// Wall time of the cell (zero when it did not run).
+    pub duration: Duration,
+    /// Everything the VM produced, when it ran.
+    pub result: Option<Box<CellResult>>,
+}
+
+impl CellOutcome {
+    /// A cell without results: an error before boot, or never started.
+    pub fn without_result(meta: CellMeta, status: CellStatus) -> CellOutcome {
+        CellOutcome {
+            meta,
+            status,
+            cases: Vec::new(),
+            counts: Counts::default(),
+            duration: Duration::ZERO,
+            result: None,
+        }
+    }
+}
+
+/// The host the run uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    /// `qemu-system-x86_64 --version`'s first line.
+    pub qemu_version: String,
+    /// The harness's version.
+    pub harness_version: String,
+}
+
+/// Where a run's time went.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct RunStats {
+    /// Preparing: guest binaries, kernels, kselftest builds.
+    pub prepare: Duration,
+    /// From the first cell's start to the last cell's end.
+    pub cells_wall: Duration,
+    /// CPU seconds of the QEMUs (children reaped while cells ran).
+    pub cells_cpu: f64,
+}
+
+/// One event of a run, in the order they happen.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// The run begins: every cell it will report, in report order.
+    RunStarted {
+        /// The cells.
+        cells: Vec<CellMeta>,
+        /// The host.
+        host: HostFacts,
+        /// When.
+        at: SystemTime,
+    },
+    /// A preparation step (building guest binaries, fetching a kernel).
+    Step(String),
+    /// A cell booted.
+    CellStarted {
+        /// Its index in [`Event::RunStarted`]'s cells.
+        index: usize,
+        /// Its name.
+        name: String,
+    },
+    /// A cell finished, failed to start, or will never start.
+    CellFinished(Box<CellOutcome>),
+    /// Every cell has a [`Event::CellFinished`].
+    RunFinished {
+        /// Timings.
+        stats: RunStats,
+        /// Whether SIGINT/SIGTERM stopped the run.
+        interrupted: bool,
+    },
+}

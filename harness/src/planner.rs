@@ -1,0 +1,488 @@
+//! The one planner every front door (`run`, `matrix`, `bench`, `bisect`)
+//! calls: it opens the host once ([`Session`]: QEMU, accelerator, guest
+//! binaries), resolves each kernel once into a [`ResolvedKernel`], chooses a
+//! suite's tests (built-in, kselftest, bench) with the kernel's
+//! expectations, decides a kernel's shares, and turns a [`CellRequest`] into
+//! the [`PlannedCell`] the runner accepts — topology check first, `--test`
+//! selection, naming, output directory.
+//!
+//! Architecture invariant: the planner decides, it does not run a VM or
+//! write a report; what it does is said through [`Reporters`] steps.
+
+use crate::cell::CellSpec;
+use crate::error::Error;
+use crate::events::{CellMeta, HostFacts};
+use crate::guestbin::GuestBins;
+use crate::host::{self, AccelChoice, Kvm, Qemu};
+use crate::kernelspec::{KernelSpec, ResolveError, ResolvedKernel};
+use crate::qemu::Accel;
+use crate::reporter::Reporters;
+use crate::result::KnownFailure;
+use crate::share::{self, KernelSupport, ShareSetup, ShareSpec};
+use crate::suite::{self, SuiteTest};
+use crate::topology::Topology;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Download progress of a kernel (bytes done, total when known).
+pub type Progress = Box<dyn FnMut(crate::kernel::debian::Progress) + Send>;
+
+/// The host, opened once per command, and what it has resolved so far.
+pub struct Session {
+    /// The QEMU binary.
+    pub qemu: Arc<Qemu>,
+    /// Whether KVM works here.
+    pub kvm: Kvm,
+    /// The static guest binaries.
+    pub bins: Arc<GuestBins>,
+    /// Debian mirror override (`--debian-mirror`).
+    pub mirror: Option<String>,
+    kernels: BTreeMap<String, Result<ResolvedKernel, Arc<ResolveError>>>,
+    kselftests: BTreeMap<(String, String), Result<Vec<SuiteTest>, String>>,
+    supports: BTreeMap<String, KernelSupport>,
+    daemon: Option<Result<PathBuf, String>>,
+}
+
+fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, Error> {
+    r.map_err(|e| Error::infra(format!("internal error: {e}")))
+}
+
+impl Session {
+    /// Finds QEMU, probes KVM and builds (or finds) the guest binaries.
+    pub async fn open(mirror: Option<String>, reporters: &mut Reporters) -> Result<Session, Error> {
+        let qemu = host::find_qemu().map_err(Error::infra)?;
+        let kvm = host::probe_kvm();
+        reporters.step("building guest binaries")?;
+        let bins = join(tokio::task::spawn_blocking(GuestBins::locate_or_build).await)?
+            .map_err(Error::infra)?;
+        Ok(Session {
+            qemu: Arc::new(qemu),
+            kvm,
+            bins: Arc::new(bins),
+            mirror,
+            kernels: BTreeMap::new(),
+            kselftests: BTreeMap::new(),
+            supports: BTreeMap::new(),
+            daemon: None,
+        })
+    }
+
+    /// What reports say about the host.
+    pub fn host_facts(&self) -> HostFacts {
+        HostFacts {
+            qemu_version: self.qemu.version.clone(),
+            harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// The accelerator for `choice`, and a note when it is not what was
+    /// asked for (TCG instead of KVM).
+    pub fn accel(&self, choice: AccelChoice) -> Result<(Accel, Option<String>), host::HostError> {
+        host::choose_accel(choice, &self.kvm)
+    }
+
+    /// The kernel `label` names, resolved once per session (Debian's
+    /// package fetched and verified, a definition built, a file checked).
+    pub async fn kernel(
+        &mut self,
+        label: &str,
+        spec: &KernelSpec,
+        reporters: &mut Reporters,
+        progress: Option<Progress>,
+    ) -> Result<ResolvedKernel, Arc<ResolveError>> {
+        if let Some(r) = self.kernels.get(label) {
+            return r.clone();
+        }
+        let _ = reporters.step(&format!("fetching kernel {label}"));
+        let (spec, mirror) = (spec.clone(), self.mirror.clone());
+        let r = tokio::task::spawn_blocking(move || {
+            let mut progress = progress;
+            crate::kernelspec::resolve(&spec, mirror.as_deref(), &mut |p| {
+                if let Some(f) = progress.as_mut() {
+                    f(p)
+                }
+            })
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(ResolveError::BadImage {
+                path: PathBuf::new(),
+                why: format!("internal error: {e}"),
+            })
+        })
+        .map_err(Arc::new);
+        if let Ok(k) = &r {
+            let _ = reporters.step(&format!("kernel {} at {}", k.description, k.path.display()));
+        }
+        self.kernels.insert(label.to_string(), r.clone());
+        r
+    }
+
+    /// The tests of the suite `name` for a kernel: built-in suites with the
+    /// expectations, kselftest suites built (once per suite and kernel)
+    /// from `kselftest_tree` or Debian's source of the kernel's series.
+    pub async fn suite_tests(
+        &mut self,
+        name: &str,
+        kernel_label: &str,
+        kernel: &ResolvedKernel,
+        expect: Option<&str>,
+        kselftest_tree: Option<&str>,
+        reporters: &mut Reporters,
+    ) -> Result<Vec<SuiteTest>, String> {
+        if !suite::is_kselftest_suite(name) {
+            return suite::builtin(name, expect).map_err(|e| e.to_string());
+        }
+        let key = (name.to_string(), kernel_label.to_string());
+        if let Some(r) = self.kselftests.get(&key) {
+            return r.clone();
+        }
+        let _ = reporters.step(&format!("building {name} for {kernel_label}"));
+        let opts = crate::kselftest::Options {
+            mirror: self.mirror.clone(),
+            rebuild: false,
+            jobs: 0,
+        };
+        let (name_s, tree, version) = (
+            name.to_string(),
+            kselftest_tree.map(String::from),
+            kernel.version.clone(),
+        );
+        let r = tokio::task::spawn_blocking(move || {
+            let spec = crate::kselftest::source_spec(&name_s, tree.as_deref(), version.as_deref())?;
+            let cache = crate::kernel::cache::Cache::from_env()?;
+            crate::kselftest::prepare(&spec, &cache, &opts)
+        })
+        .await
+        .map_err(|e| format!("internal error: {e}"))
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map(|build| {
+            let _ = reporters.step(&format!(
+                "upstream selftests from {} ({}) in {}",
+                build.manifest.source,
+                if build.cached { "cached" } else { "built" },
+                build.dir.display()
+            ));
+            build.tests()
+        });
+        self.kselftests.insert(key, r.clone());
+        r
+    }
+
+    /// What [`share::decide`] needs for a cell of this kernel: the
+    /// virtiofsd daemon (looked up once) and, where one exists, the
+    /// kernel's virtiofs support (looked up once per kernel; the Debian
+    /// lookup may download the kernel's modules package). Nothing is looked
+    /// up unless `wanted`.
+    pub async fn share_inputs(
+        &mut self,
+        wanted: bool,
+        kernel_label: &str,
+        kernel: &KernelSpec,
+        image: &Path,
+        reporters: &mut Reporters,
+    ) -> (Result<PathBuf, String>, Option<KernelSupport>) {
+        let first = self.daemon.is_none();
+        let daemon = self
+            .daemon
+            .get_or_insert_with(share::find_virtiofsd)
+            .clone();
+        if !wanted {
+            return (daemon, None);
+        }
+        let Ok(_) = &daemon else {
+            if let (true, Err(why)) = (first, &daemon) {
+                // Said once here; each cell's notes say it again.
+                let _ = reporters.step(&format!("no virtiofs shares: {why}"));
+            }
+            return (daemon, None);
+        };
+        if let Some(s) = self.supports.get(kernel_label) {
+            return (daemon, Some(s.clone()));
+        }
+        let _ = reporters.step(&format!("checking virtiofs support of {kernel_label}"));
+        let (k, img, mirror) = (kernel.clone(), image.to_path_buf(), self.mirror.clone());
+        let s =
+            tokio::task::spawn_blocking(move || share::support_for(&k, &img, mirror.as_deref()))
+                .await
+                .unwrap_or_else(|e| KernelSupport::Missing(format!("internal error: {e}")));
+        self.supports.insert(kernel_label.to_string(), s.clone());
+        (daemon, Some(s))
+    }
+
+    /// The shares of a `harness run` cell: `explicit` ones and the
+    /// artifacts share, decided by [`share::decide`] (an explicit share
+    /// that cannot work is an error; the artifacts share falls back with a
+    /// note).
+    pub async fn shares(
+        &mut self,
+        explicit: Vec<ShareSpec>,
+        artifacts: bool,
+        kernel_label: &str,
+        kernel: &KernelSpec,
+        image: &Path,
+        reporters: &mut Reporters,
+    ) -> Result<ShareSetup, share::ShareError> {
+        let wanted = artifacts || !explicit.is_empty();
+        if !wanted {
+            return Ok(ShareSetup::none());
+        }
+        let (daemon, support) = self
+            .share_inputs(wanted, kernel_label, kernel, image, reporters)
+            .await;
+        let setup = share::decide(explicit, artifacts, daemon, support)?;
+        for n in &setup.notes {
+            let _ = reporters.step(n);
+        }
+        Ok(setup)
+    }
+}
+
+/// A cell name component: no `/`, no spaces.
+pub fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The name of a cell outside a matrix: `<kernel>/<topology>/<suite>`.
+pub fn cell_name(kernel_label: &str, topology: &Topology, suite: &str) -> String {
+    format!("{}/{topology}/{suite}", sanitize(kernel_label))
+}
+
+/// Everything a front door says about one cell.
+#[derive(Debug, Clone)]
+pub struct CellRequest {
+    /// Unique name (see [`cell_name`]).
+    pub name: String,
+    /// Kernel as the user wrote it.
+    pub kernel_label: String,
+    /// Kernel name in a matrix (else the label).
+    pub kernel_name: String,
+    /// The bootable image.
+    pub image: PathBuf,
+    /// Topology name or spec.
+    pub topology_label: String,
+    /// The topology.
+    pub topology: Topology,
+    /// Suite name.
+    pub suite_label: String,
+    /// The suite's tests (without the topology check).
+    pub tests: Vec<SuiteTest>,
+    /// Whether the topology check opens the plan.
+    pub topology_check: bool,
+    /// Accelerator.
+    pub accel: Accel,
+    /// Extra kernel command line words.
+    pub cmdline: Vec<String>,
+    /// Whole-VM watchdog (`None`: boot allowance + test timeouts).
+    pub watchdog: Option<Duration>,
+    /// Multiplies in-guest timeouts.
+    pub timeout_scale: f64,
+    /// Boots retried when the guest dies before guest-init speaks.
+    pub boot_retries: u32,
+    /// The expectations the futex binaries get, for reports.
+    pub expect: Option<String>,
+    /// `--test GLOB`.
+    pub test_glob: Option<String>,
+    /// Failures accepted in this cell.
+    pub known_failures: Vec<KnownFailure>,
+    /// virtiofs shares.
+    pub shares: ShareSetup,
+    /// Where the cell's logs go.
+    pub out_dir: PathBuf,
+}
+
+impl CellRequest {
+    /// A request with the defaults every front door starts from.
+    #[allow(clippy::too_many_arguments)] // each is a required fact of a cell
+    pub fn new(
+        kernel_label: &str,
+        image: PathBuf,
+        topology_label: &str,
+        topology: Topology,
+        suite_label: &str,
+        tests: Vec<SuiteTest>,
+        accel: Accel,
+        out_dir: PathBuf,
+    ) -> CellRequest {
+        CellRequest {
+            name: cell_name(kernel_label, &topology, suite_label),
+            kernel_label: kernel_label.into(),
+            kernel_name: kernel_label.into(),
+            image,
+            topology_label: topology_label.into(),
+            topology,
+            suite_label: suite_label.into(),
+            tests,
+            topology_check: true,
+            accel,
+            cmdline: Vec::new(),
+            watchdog: None,
+            timeout_scale: 1.0,
+            boot_retries: crate::cell::DEFAULT_BOOT_RETRIES,
+            expect: None,
+            test_glob: None,
+            known_failures: Vec::new(),
+            shares: ShareSetup::none(),
+            out_dir,
+        }
+    }
+}
+
+/// A cell the runner can start.
+#[derive(Debug, Clone)]
+pub struct ReadyCell {
+    /// What reports say about it.
+    pub meta: CellMeta,
+    /// What boots.
+    pub spec: CellSpec,
+    /// Its shares.
+    pub shares: ShareSetup,
+    /// Failures accepted in it.
+    pub known_failures: Vec<KnownFailure>,
+    /// `--test GLOB`: which cases are reported.
+    pub test_glob: Option<String>,
+}
+
+/// What the runner gets per cell: ready, or already failed while planning.
+#[derive(Debug, Clone)]
+pub enum PlannedCell {
+    /// Ready to boot.
+    Ready(Box<ReadyCell>),
+    /// Planning failed (kernel, shares, kselftest build): reported as the
+    /// cell's error, nothing boots.
+    Failed {
+        /// The cell.
+        meta: CellMeta,
+        /// Why.
+        error: String,
+    },
+}
+
+impl PlannedCell {
+    /// The cell's report facts.
+    pub fn meta(&self) -> &CellMeta {
+        match self {
+            PlannedCell::Ready(r) => &r.meta,
+            PlannedCell::Failed { meta, .. } => meta,
+        }
+    }
+}
+
+/// Turns a request into a cell: the topology check first, then the
+/// suite's tests (only those `--test`'s first segment selects).
+pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
+    let mut tests = Vec::new();
+    if req.topology_check {
+        tests.push(suite::topology_check(&req.topology));
+    }
+    tests.extend(req.tests);
+    if let Some(g) = req.test_glob.as_deref().filter(|g| g.contains('/')) {
+        let first = g.split('/').next().unwrap_or(g);
+        tests.retain(|t| t.name == "topology" || crate::glob::matches(first, &t.name));
+    }
+    let meta = CellMeta {
+        index,
+        name: req.name.clone(),
+        kernel: req.kernel_label.clone(),
+        kernel_name: req.kernel_name,
+        topology: req.topology_label.clone(),
+        suite: req.suite_label.clone(),
+        expect: req.expect,
+        out_dir: req.out_dir.clone(),
+    };
+    ReadyCell {
+        meta,
+        spec: CellSpec {
+            name: req.name,
+            kernel_label: req.kernel_label,
+            kernel_image: req.image,
+            topology: req.topology,
+            topology_label: req.topology_label,
+            suite_label: req.suite_label,
+            tests,
+            accel: req.accel,
+            cmdline_extra: req.cmdline,
+            watchdog: req.watchdog,
+            timeout_scale: req.timeout_scale,
+            boot_retries: req.boot_retries,
+            out_dir: req.out_dir,
+        },
+        shares: req.shares,
+        known_failures: req.known_failures,
+        test_glob: req.test_glob,
+    }
+}
+
+/// Whether a case is reported under `--test GLOB`: cases of the
+/// topology check and cell-level cases (`vm`, `ktap`, `boot/...`) always are.
+pub fn keep_case(glob_pat: Option<&str>, suite_tests: &[String], case: &str) -> bool {
+    let Some(g) = glob_pat else { return true };
+    let top = case.split('/').next().unwrap_or(case);
+    top == "topology" || !suite_tests.iter().any(|t| t == top) || crate::glob::matches(g, case)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(test_glob: Option<&str>) -> CellRequest {
+        let t = Topology::parse_spec("nodes=2,cpus=1,mem=256M").unwrap();
+        let mut r = CellRequest::new(
+            "debian:7.3.4",
+            "/k".into(),
+            "two",
+            t,
+            "futex",
+            suite::builtin("futex", Some("numa=1")).unwrap(),
+            Accel::Tcg,
+            "/o".into(),
+        );
+        r.test_glob = test_glob.map(String::from);
+        r
+    }
+
+    #[test]
+    fn a_cell_opens_with_the_topology_check_and_keeps_the_selected_binaries() {
+        let c = cell(3, request(None));
+        assert_eq!(c.meta.index, 3);
+        assert_eq!(
+            c.spec.name,
+            format!("debian-7.3.4/{}/futex", c.spec.topology)
+        );
+        assert_eq!(c.spec.tests[0].name, "topology");
+        assert_eq!(
+            c.spec.tests.len(),
+            1 + guest_tests::binaries::futex().count()
+        );
+        let c = cell(0, request(Some("futex-numa/*")));
+        let names: Vec<_> = c.spec.tests.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["topology", "futex-numa"]);
+        // A glob without `/` selects cases, not binaries.
+        assert_eq!(cell(0, request(Some("*node*"))).spec.tests.len(), 7);
+    }
+
+    #[test]
+    fn kept_cases_follow_the_glob_but_never_drop_cell_level_cases() {
+        let names = vec!["futex-numa".to_string(), "futex-prctl".to_string()];
+        let keep = |c: &str| keep_case(Some("futex-numa/*"), &names, c);
+        assert!(keep("futex-numa/flag-accepted"));
+        assert!(!keep("futex-prctl/get-fresh-is-0"));
+        assert!(keep("topology/nodes") && keep("vm") && keep("boot/kernel-warning"));
+        assert!(keep_case(None, &names, "futex-prctl/x"));
+    }
+
+    #[test]
+    fn names_have_no_slashes_or_spaces_from_the_kernel() {
+        assert_eq!(sanitize("path:/a b/bzImage"), "path--a-b-bzImage");
+    }
+}

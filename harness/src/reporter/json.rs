@@ -1,0 +1,236 @@
+//! The JSON results file (`--json FILE` on `run` and `matrix`): one
+//! versioned document with the run's metadata, every cell and every case,
+//! rewritten atomically after each cell so a killed run leaves what it
+//! had. The schema is `docs/results.md`; bump [`SCHEMA_VERSION`] on any
+//! incompatible change.
+
+use super::{write_atomic, ReportError, Reporter};
+use crate::events::{CellOutcome, Event, HostFacts, RunStats};
+use crate::verdict::CaseStatus;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// The version of the document's layout.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Longest message kept per case (guest output is untrusted and unbounded).
+const MAX_MESSAGE: usize = 4096;
+
+/// Writes the results file as cells finish.
+pub struct Json {
+    path: PathBuf,
+    run: Value,
+    cells: Vec<Value>,
+}
+
+impl Json {
+    /// The document at `path`.
+    pub fn new(path: &Path) -> Json {
+        Json {
+            path: path.to_path_buf(),
+            run: json!({}),
+            cells: Vec::new(),
+        }
+    }
+
+    fn write(&self) -> Result<(), ReportError> {
+        let doc = json!({
+            "schema_version": SCHEMA_VERSION,
+            "run": self.run,
+            "cells": self.cells,
+        });
+        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        text.push('\n');
+        write_atomic(&self.path, text.as_bytes())
+    }
+}
+
+fn seconds(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+fn bounded(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+fn run_meta(host: &HostFacts, at: SystemTime) -> Value {
+    json!({
+        "harness_version": host.harness_version,
+        "qemu_version": host.qemu_version,
+        "host_cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "started": seconds(at),
+    })
+}
+
+/// One cell as the document carries it.
+pub fn cell_value(o: &CellOutcome) -> Value {
+    let cases: Vec<Value> = o
+        .cases
+        .iter()
+        .map(|c| {
+            let (status, message) = match &c.status {
+                CaseStatus::Pass => ("pass", None),
+                CaseStatus::Skip(r) => ("skip", Some(r.as_str())),
+                CaseStatus::Fail { message, .. } => ("fail", Some(message.as_str())),
+            };
+            json!({
+                "name": bounded(&c.name, MAX_MESSAGE),
+                "status": status,
+                "message": message.map(|m| bounded(m, MAX_MESSAGE)),
+            })
+        })
+        .collect();
+    let error = match &o.status {
+        crate::events::CellStatus::Error(e) | crate::events::CellStatus::NotRun(e) => {
+            Some(bounded(e, MAX_MESSAGE))
+        }
+        _ => None,
+    };
+    let vm = o.result.as_ref().map(|r| {
+        let mut kinds: Vec<&str> = r.console.reports.iter().map(|k| k.kind.name()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        json!({
+            "accel": r.accel,
+            "qemu_version": r.qemu_version,
+            "end": crate::verdict::describe(&r.end),
+            "started": seconds(r.started),
+            "console_reports": kinds,
+            "console_log": r.console_log.as_ref().map(|p| p.display().to_string()),
+            "notes": r.notes.iter().map(|n| bounded(n, MAX_MESSAGE)).collect::<Vec<_>>(),
+        })
+    });
+    json!({
+        "name": o.meta.name,
+        "kernel": o.meta.kernel,
+        "kernel_name": o.meta.kernel_name,
+        "topology": o.meta.topology,
+        "suite": o.meta.suite,
+        "expect": o.meta.expect,
+        "status": o.status.word(),
+        "error": error,
+        "duration_s": o.duration.as_secs_f64(),
+        "counts": {"pass": o.counts.pass, "fail": o.counts.fail, "skip": o.counts.skip},
+        "vm": vm,
+        "cases": cases,
+    })
+}
+
+fn stats_value(stats: &RunStats, interrupted: bool) -> Value {
+    json!({
+        "prepare_s": stats.prepare.as_secs_f64(),
+        "cells_wall_s": stats.cells_wall.as_secs_f64(),
+        "cells_cpu_s": stats.cells_cpu,
+        "interrupted": interrupted,
+    })
+}
+
+impl Reporter for Json {
+    fn report(&mut self, event: &Event) -> Result<(), ReportError> {
+        match event {
+            Event::RunStarted { cells, host, at } => {
+                self.run = run_meta(host, *at);
+                self.cells = cells
+                    .iter()
+                    .map(|m| {
+                        cell_value(&CellOutcome::without_result(
+                            m.clone(),
+                            crate::events::CellStatus::NotRun("not run".into()),
+                        ))
+                    })
+                    .collect();
+                self.write()
+            }
+            Event::CellFinished(o) => {
+                let v = cell_value(o);
+                match self.cells.get_mut(o.meta.index) {
+                    Some(slot) => *slot = v,
+                    None => self.cells.push(v),
+                }
+                self.write()
+            }
+            Event::RunFinished { stats, interrupted } => {
+                if let Some(run) = self.run.as_object_mut() {
+                    run.insert("stats".into(), stats_value(stats, *interrupted));
+                }
+                self.write()
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CellMeta, CellStatus};
+    use crate::verdict::{Case, Counts};
+
+    #[test]
+    fn the_document_has_every_cell_and_case_and_survives_hostile_text() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("r.json");
+        let mut j = Json::new(&path);
+        let meta = |index| CellMeta {
+            index,
+            name: format!("k/t/s{index}"),
+            kernel: "debian:7.3".into(),
+            kernel_name: "d73".into(),
+            topology: "t".into(),
+            suite: "futex".into(),
+            expect: None,
+            out_dir: d.path().into(),
+        };
+        j.report(&Event::RunStarted {
+            cells: vec![meta(0), meta(1)],
+            host: HostFacts {
+                qemu_version: "QEMU 10".into(),
+                harness_version: "0.1.0".into(),
+            },
+            at: SystemTime::now(),
+        })
+        .unwrap();
+        let mut o = CellOutcome::without_result(meta(1), CellStatus::Failed);
+        o.cases = vec![
+            Case {
+                name: "futex-numa/x".into(),
+                status: CaseStatus::Fail {
+                    message: format!("\u{0}\"<{}", "é".repeat(5000)),
+                    text: String::new(),
+                },
+            },
+            Case {
+                name: "topology/nodes".into(),
+                status: CaseStatus::Pass,
+            },
+        ];
+        o.counts = Counts {
+            pass: 1,
+            fail: 1,
+            skip: 0,
+        };
+        j.report(&Event::CellFinished(Box::new(o))).unwrap();
+        j.report(&Event::RunFinished {
+            stats: RunStats::default(),
+            interrupted: false,
+        })
+        .unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["run"]["qemu_version"], "QEMU 10");
+        assert_eq!(v["run"]["stats"]["interrupted"], false);
+        assert_eq!(v["cells"][0]["status"], "not-run");
+        assert_eq!(v["cells"][1]["status"], "failed");
+        assert_eq!(v["cells"][1]["counts"]["fail"], 1);
+        let msg = v["cells"][1]["cases"][0]["message"].as_str().unwrap();
+        assert!(msg.len() <= MAX_MESSAGE && msg.starts_with("\u{0}\"<"));
+        assert_eq!(v["cells"][1]["cases"][1]["status"], "pass");
+    }
+}

@@ -1,0 +1,93 @@
+//! Reporters: subscribers of the runner's [`Event`] stream. Each output of
+//! a run is one reporter in one file — the terminal (in the binary), JUnit
+//! ([`junit`]), the JSON results file ([`json`]) and the exit status
+//! ([`exit`]) — and a new output is a new file here, not a change to the
+//! front doors or the runner (nextest-runner's `reporter/` is the model).
+
+pub mod exit;
+pub mod json;
+pub mod junit;
+
+use crate::events::Event;
+
+/// Why a reporter could not do its job (a report file not written).
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A JUnit report.
+    #[error(transparent)]
+    Junit(#[from] crate::junit::JunitError),
+    /// A file (JSON results, a directory).
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A subscriber of a run's events.
+pub trait Reporter: Send {
+    /// Takes one event; called in event order, from one task.
+    fn report(&mut self, event: &Event) -> Result<(), ReportError>;
+}
+
+/// The reporters of one run: every event goes to each, in order.
+#[derive(Default)]
+pub struct Reporters {
+    all: Vec<Box<dyn Reporter>>,
+}
+
+impl Reporters {
+    /// No reporters yet.
+    pub fn new() -> Reporters {
+        Reporters::default()
+    }
+
+    /// Adds a reporter.
+    pub fn add(&mut self, r: impl Reporter + 'static) -> &mut Reporters {
+        self.all.push(Box::new(r));
+        self
+    }
+
+    /// Sends `event` to every reporter; all of them get it even when one
+    /// fails (the first error is returned).
+    pub fn send(&mut self, event: &Event) -> Result<(), ReportError> {
+        let mut first = None;
+        for r in &mut self.all {
+            if let Err(e) = r.report(event) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// A preparation step.
+    pub fn step(&mut self, what: &str) -> Result<(), ReportError> {
+        self.send(&Event::Step(what.to_string()))
+    }
+}
+
+impl From<ReportError> for crate::error::Error {
+    fn from(e: ReportError) -> Self {
+        crate::error::Error::infra(e)
+    }
+}
+
+/// Writes `bytes` to `path` atomically (a temp file beside it, renamed).
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), ReportError> {
+    let werr = |source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    std::fs::create_dir_all(dir).map_err(werr)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(werr)?;
+    std::io::Write::write_all(&mut tmp, bytes).map_err(werr)?;
+    tmp.persist(path).map_err(|e| werr(e.error))?;
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! The one runner: starts planned cells within a host [`Budget`] of CPUs
+//! and memory (one at a time for `run`, `bench` and `bisect`; concurrently
+//! for `matrix`), judges each finished cell once (cases, `--test`
+//! filtering, known failures, status) and tells the [`Reporters`] —
+//! before the next cell is started, so a cell's reports are on disk when
+//! the next one boots.
+//!
+//! Architecture invariant: the runner writes no report and prints
+//! nothing; everything it knows leaves as an [`Event`].
+
+use crate::error::Error;
+use crate::events::{CellOutcome, CellStatus, Event, RunStats};
+use crate::planner::{keep_case, PlannedCell, ReadyCell, Session};
+use crate::reporter::Reporters;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Host resources cells may use at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// vCPUs (TCG threads) of all running cells.
+    pub cpus: u32,
+    /// MiB of all running cells (guest memory + [`QEMU_OVERHEAD_MIB`]).
+    pub mem_mib: u64,
+    /// Most cells at once (`-j N`), if limited.
+    pub max_cells: Option<usize>,
+}
+
+/// Host memory a QEMU needs beyond the guest's (TCG code buffer, devices).
+pub const QEMU_OVERHEAD_MIB: u64 = 256;
+
+impl Budget {
+    /// From the host: its cores and ~75% of MemAvailable; `jobs` (`-j N`)
+    /// replaces the CPU limit by a cell count.
+    pub fn from_host(jobs: Option<usize>) -> Budget {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let avail_kib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemAvailable:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .unwrap_or(2 << 20);
+        Budget {
+            cpus: if jobs.is_some() { u32::MAX } else { cores },
+            mem_mib: avail_kib / 1024 * 3 / 4,
+            max_cells: jobs,
+        }
+    }
+
+    /// One cell at a time.
+    pub fn serial() -> Budget {
+        Budget {
+            cpus: u32::MAX,
+            mem_mib: u64::MAX,
+            max_cells: Some(1),
+        }
+    }
+
+    /// Whether a cell needing `cpus` and `mem_mib` fits beside what runs.
+    /// A cell always fits when nothing runs (a cell bigger than the
+    /// budget runs alone).
+    pub fn fits(&self, used: (u32, u64, usize), cpus: u32, mem_mib: u64) -> bool {
+        let (uc, um, n) = used;
+        n == 0
+            || (self.max_cells.is_none_or(|m| n < m)
+                && uc.saturating_add(cpus) <= self.cpus
+                && um.saturating_add(mem_mib) <= self.mem_mib)
+    }
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Host budget.
+    pub budget: Budget,
+    /// Stop starting cells after the first unexpected result.
+    pub fail_fast: bool,
+    /// The order cells are started in (indices; default: as given).
+    pub order: Option<Vec<usize>>,
+    /// Time the front door spent preparing (for [`RunStats`]).
+    pub prepare: Duration,
+}
+
+impl RunOptions {
+    /// One cell after another, in order.
+    pub fn serial(prepare: Duration) -> RunOptions {
+        RunOptions {
+            budget: Budget::serial(),
+            fail_fast: false,
+            order: None,
+            prepare,
+        }
+    }
+}
+
+/// CPU seconds of reaped children (QEMU, cargo), user + system.
+pub fn children_cpu_secs() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage we own.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Judges a cell that ran: its cases (known failures applied, `--test`
+/// filtering), their counts and the cell's status.
+pub fn judge(ready: &ReadyCell, mut result: crate::result::CellResult) -> CellOutcome {
+    result.known_failures = ready.known_failures.clone();
+    let names: Vec<String> = ready.spec.tests.iter().map(|t| t.name.clone()).collect();
+    let cases: Vec<_> = crate::verdict::cases(&result)
+        .into_iter()
+        .filter(|c| keep_case(ready.test_glob.as_deref(), &names, &c.name))
+        .collect();
+    let counts = crate::verdict::counts(&cases);
+    CellOutcome {
+        meta: ready.meta.clone(),
+        status: CellStatus::judge(&result, &counts),
+        cases,
+        counts,
+        duration: result.duration,
+        result: Some(Box::new(result)),
+    }
+}
+
+/// Runs `cells` (their `meta.index` is their position). Returns one
+/// outcome per cell in that order (cells never started are
+/// [`CellStatus::NotRun`]).
+pub async fn run(
+    session: &Session,
+    cells: Vec<PlannedCell>,
+    opts: &RunOptions,
+    cancel: &CancellationToken,
+    reporters: &mut Reporters,
+) -> Result<Vec<CellOutcome>, Error> {
+    reporters.send(&Event::RunStarted {
+        cells: cells.iter().map(|c| c.meta().clone()).collect(),
+        host: session.host_facts(),
+        at: SystemTime::now(),
+    })?;
+    let mut slots: Vec<Option<CellOutcome>> = vec![None; cells.len()];
+    let order = opts
+        .order
+        .clone()
+        .unwrap_or_else(|| (0..cells.len()).collect());
+    let mut pending: VecDeque<usize> = order.into();
+    let (t1, cpu1) = (Instant::now(), children_cpu_secs());
+    let mut running: tokio::task::JoinSet<(
+        Box<ReadyCell>,
+        Result<crate::result::CellResult, String>,
+    )> = tokio::task::JoinSet::new();
+    let mut used = (0u32, 0u64, 0usize);
+    let mut stop = false;
+    let need = |c: &PlannedCell| match c {
+        PlannedCell::Ready(r) => (
+            r.spec.topology.cpus(),
+            r.spec.topology.mem_mib() + QEMU_OVERHEAD_MIB,
+        ),
+        PlannedCell::Failed { .. } => (0, 0),
+    };
+    loop {
+        while !stop && !cancel.is_cancelled() {
+            let fit = pending.iter().position(|&i| {
+                let (c, m) = need(&cells[i]);
+                opts.budget.fits(used, c, m)
+            });
+            let Some(pos) = fit else { break };
+            let Some(i) = pending.remove(pos) else { break };
+            let ready = match &cells[i] {
+                PlannedCell::Failed { meta, error } => {
+                    let o =
+                        CellOutcome::without_result(meta.clone(), CellStatus::Error(error.clone()));
+                    stop |= opts.fail_fast;
+                    reporters.send(&Event::CellFinished(Box::new(o.clone())))?;
+                    slots[i] = Some(o);
+                    continue;
+                }
+                PlannedCell::Ready(r) => r.clone(),
+            };
+            let (c, m) = need(&cells[i]);
+            used = (used.0 + c, used.1 + m, used.2 + 1);
+            reporters.send(&Event::CellStarted {
+                index: i,
+                name: ready.meta.name.clone(),
+            })?;
+            let (qemu, bins, cancel) = (session.qemu.clone(), session.bins.clone(), cancel.clone());
+            running.spawn(async move {
+                let r =
+                    crate::cell::run_with_shares(&ready.spec, &ready.shares, &qemu, &bins, &cancel)
+                        .await
+                        .map_err(|e| e.to_string());
+                (ready, r)
+            });
+        }
+        let Some(joined) = running.join_next().await else {
+            break;
+        };
+        let (ready, r) = joined.map_err(|e| Error::infra(format!("internal error: {e}")))?;
+        let i = ready.meta.index;
+        let (c, m) = need(&cells[i]);
+        used = (used.0 - c, used.1 - m, used.2 - 1);
+        let o = match r {
+            Err(e) => CellOutcome::without_result(ready.meta.clone(), CellStatus::Error(e)),
+            Ok(result) => judge(&ready, result),
+        };
+        stop |= opts.fail_fast && !o.status.ok();
+        reporters.send(&Event::CellFinished(Box::new(o.clone())))?;
+        slots[i] = Some(o);
+    }
+    let stats = RunStats {
+        prepare: opts.prepare,
+        cells_wall: t1.elapsed(),
+        cells_cpu: children_cpu_secs() - cpu1,
+    };
+    // What never started says why.
+    let why = if cancel.is_cancelled() {
+        "not run: interrupted"
+    } else {
+        "not run: --fail-fast after an unexpected result"
+    };
+    for i in pending {
+        let o =
+            CellOutcome::without_result(cells[i].meta().clone(), CellStatus::NotRun(why.into()));
+        reporters.send(&Event::CellFinished(Box::new(o.clone())))?;
+        slots[i] = Some(o);
+    }
+    reporters.send(&Event::RunFinished {
+        stats,
+        interrupted: cancel.is_cancelled(),
+    })?;
+    Ok(slots
+        .into_iter()
+        .zip(cells.iter())
+        .map(|(o, c)| {
+            o.unwrap_or_else(|| {
+                CellOutcome::without_result(c.meta().clone(), CellStatus::NotRun("not run".into()))
+            })
+        })
+        .collect())
+}
