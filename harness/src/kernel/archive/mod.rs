@@ -1,0 +1,3 @@
+//! The Debian archive client. For now only its parsers of apt's formats.
+
+pub mod apt;
