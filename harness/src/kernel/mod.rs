@@ -1,6 +1,6 @@
 //! Kernel images: where a bootable bzImage comes from.
 
-pub mod apt;
+pub mod archive;
 pub mod build;
 pub mod cache;
 pub mod config;
@@ -10,3 +10,6 @@ pub mod definition;
 pub mod modules;
 pub mod patch;
 pub mod source;
+
+// The apt format parsers are part of the archive client; the old path stays.
+pub use archive::apt;

@@ -11,8 +11,8 @@
 //! Cache layout: `debian/modules/<abi>/<name>.ko` plus a `manifest.json`
 //! written last (its presence means the set is complete).
 
+use super::archive::{DebianError, DebianMirror};
 use super::cache::{Cache, CacheError, WriteError};
-use super::debian::{DebianError, DebianMirror};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Read};

@@ -1,6 +1,7 @@
 //! Parsers for apt's formats: source lists (one-line and deb822), the
 //! `InRelease` file of a suite, `Packages` stanzas, and dpkg version
-//! comparison. No I/O beyond reading local files; no network.
+//! comparison. No I/O beyond reading local files; no network: the archive
+//! client around it ([`super::DebianMirror`]) does the fetching.
 
 use std::cmp::Ordering;
 use std::io::BufRead;
@@ -453,13 +454,8 @@ fn verrevcmp(a: &str, b: &str) -> Ordering {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testmirror::fixture;
     use super::*;
-
-    fn fixture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/debian")
-            .join(name)
-    }
 
     #[test]
     fn deb822_sources() {
