@@ -10,3 +10,4 @@ pub mod definition;
 pub mod modules;
 pub mod patch;
 pub mod source;
+pub mod virtiofs;
