@@ -4,8 +4,10 @@
 //! beside the image. A fact about the kernel; what to share is
 //! [`crate::share`]'s business.
 
+use super::cache::Cache;
+use super::debian::DebianMirror;
 use super::modules::{self, KernelModules};
-use crate::kernelspec::KernelSpec;
+use crate::kernelspec::{KernelOrigin, KernelSpec, ResolvedKernel};
 use std::path::{Path, PathBuf};
 
 /// Environment variable naming extra modules (comma-separated) to load in
@@ -30,19 +32,71 @@ pub enum KernelSupport {
     Missing(String),
 }
 
-/// What Debian kernel `version` needs for virtiofs (blocking: may
-/// download the kernel's small `linux-base-<abi>` package, or its modules).
+/// What `kernel` can do for virtiofs (blocking): a Debian kernel from
+/// its own packages, found by the ABI [`crate::kernelspec::resolve`]
+/// carried (the archive's index and the image package are not looked at
+/// again; may download the small `linux-base-<abi>` package, or its
+/// modules, from the mirror `mirror` names or the one discovered);
+/// `source:` and `path:` kernels from the `.config` beside the image
+/// ([`image_support`]).
+pub fn support(kernel: &ResolvedKernel, mirror: Option<&str>) -> KernelSupport {
+    match &kernel.origin {
+        KernelOrigin::Debian { abi, package } => {
+            debian_modules(mirror, |_, _| Ok((abi.clone(), package.clone())))
+        }
+        KernelOrigin::Path | KernelOrigin::Source => image_support(&kernel.path),
+    }
+}
+
+/// What Debian kernel `version` needs for virtiofs (blocking: looks the
+/// kernel up in the archive again to learn its ABI, then as [`support`]).
 pub fn debian_support(mirror: Option<&str>, version: &str) -> KernelSupport {
-    use crate::kernel::{cache::Cache, debian::DebianMirror};
+    debian_modules(mirror, |mirror, cache| {
+        let image = mirror.fetch(version, cache).map_err(|e| e.to_string())?;
+        Ok((image.abi, image.package))
+    })
+}
+
+/// What `kernel`, resolved to `image`, can do for virtiofs (blocking):
+/// `debian:` kernels from their own packages ([`debian_support`]; may
+/// download), `source:` and `path:` kernels from the `.config` beside the
+/// image ([`image_support`]). Superseded by [`support`], which needs no
+/// second look at the archive.
+pub fn support_for(kernel: &KernelSpec, image: &Path, mirror: Option<&str>) -> KernelSupport {
+    match kernel {
+        KernelSpec::Debian(version) => debian_support(mirror, version),
+        KernelSpec::Path(_) | KernelSpec::Source(_) => image_support(image),
+    }
+}
+
+/// The modules a virtiofs mount needs, plus those `$HARNESS_GUEST_MODULES`
+/// names.
+fn wanted_modules() -> Vec<String> {
+    let extra = std::env::var(EXTRA_MODULES_ENV).unwrap_or_default();
+    modules::VIRTIOFS_MODULES
+        .iter()
+        .map(|m| m.to_string())
+        .chain(
+            extra
+                .split(',')
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .map(String::from),
+        )
+        .collect()
+}
+
+/// A Debian kernel's virtiofs modules from the cache or its packages;
+/// `kernel` names it (ABI, image package), given the mirror and cache.
+fn debian_modules(
+    mirror: Option<&str>,
+    kernel: impl FnOnce(&DebianMirror, &Cache) -> Result<(String, String), String>,
+) -> KernelSupport {
     let r = (|| -> Result<KernelModules, String> {
         let cache = Cache::from_env().map_err(|e| e.to_string())?;
         let mirror = DebianMirror::discover(mirror).map_err(|e| e.to_string())?;
-        let image = mirror.fetch(version, &cache).map_err(|e| e.to_string())?;
-        let extra = std::env::var(EXTRA_MODULES_ENV).unwrap_or_default();
-        let mut wanted: Vec<&str> = modules::VIRTIOFS_MODULES.to_vec();
-        wanted.extend(extra.split(',').map(str::trim).filter(|m| !m.is_empty()));
-        modules::fetch_debian(&mirror, &cache, &image.abi, &image.package, &wanted)
-            .map_err(|e| e.to_string())
+        let (abi, package) = kernel(&mirror, &cache)?;
+        debian_modules_in(&mirror, &cache, &abi, &package)
     })();
     match r {
         Ok(m) => KernelSupport::Known(m),
@@ -50,16 +104,16 @@ pub fn debian_support(mirror: Option<&str>, version: &str) -> KernelSupport {
     }
 }
 
-/// What `kernel`, resolved to `image`, can do for virtiofs (blocking):
-/// `debian:` kernels from their own packages ([`debian_support`]; may
-/// download), `source:` and `path:` kernels from the `.config` beside the
-/// image ([`image_support`]). `harness run` and the matrix both decide
-/// through this one function.
-pub fn support_for(kernel: &KernelSpec, image: &Path, mirror: Option<&str>) -> KernelSupport {
-    match kernel {
-        KernelSpec::Debian(version) => debian_support(mirror, version),
-        KernelSpec::Path(_) | KernelSpec::Source(_) => image_support(image),
-    }
+/// [`modules::fetch_debian`] for the [`wanted_modules`].
+fn debian_modules_in(
+    mirror: &DebianMirror,
+    cache: &Cache,
+    abi: &str,
+    package: &str,
+) -> Result<KernelModules, String> {
+    let wanted = wanted_modules();
+    let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    modules::fetch_debian(mirror, cache, abi, package, &wanted).map_err(|e| e.to_string())
 }
 
 /// The options a kernel without modules needs for a share.
@@ -136,6 +190,66 @@ mod tests {
             support_for(&source, &image, None),
             KernelSupport::Missing(ref why) if why.contains("CONFIG_VIRTIO_FS")
         ));
+    }
+
+    #[test]
+    fn support_of_a_resolved_kernel_follows_its_origin() {
+        let d = tempfile::tempdir().unwrap();
+        let image = d.path().join("bzImage");
+        std::fs::write(&image, b"").unwrap();
+        let kernel = |origin| ResolvedKernel {
+            path: image.clone(),
+            version: None,
+            description: String::new(),
+            expect: None,
+            origin,
+        };
+        assert!(matches!(
+            support(&kernel(KernelOrigin::Path), None),
+            KernelSupport::AssumedBuiltIn
+        ));
+        std::fs::write(d.path().join("config"), "CONFIG_VIRTIO_PCI=y\n").unwrap();
+        assert!(matches!(
+            support(&kernel(KernelOrigin::Source), None),
+            KernelSupport::Missing(ref why) if why.contains("CONFIG_VIRTIO_FS")
+        ));
+    }
+
+    #[test]
+    fn debian_modules_come_from_the_carried_abi_without_the_archive() {
+        // A complete cached set for the ABI: nothing is fetched (the
+        // mirror is a closed port), in particular not the image package.
+        let d = tempfile::tempdir().unwrap();
+        let cache = Cache::at(d.path());
+        let abi = "7.3.4+deb13-cloud-amd64";
+        let key: Vec<String> = wanted_modules()
+            .iter()
+            .map(|w| w.replace('-', "_"))
+            .collect();
+        let cached = KernelModules {
+            abi: abi.into(),
+            load_order: vec![],
+            builtin: vec!["virtiofs".into()],
+            compression: "none".into(),
+            packages: vec![format!("linux-base-{abi}")],
+        };
+        let manifest = cache.path(format!(
+            "debian/modules/{abi}/manifest-{}.json",
+            key.join("+")
+        ));
+        std::fs::create_dir_all(manifest.parent().unwrap()).unwrap();
+        std::fs::write(&manifest, serde_json::to_vec(&cached).unwrap()).unwrap();
+        let mirror = DebianMirror::new(
+            "http://127.0.0.1:9",
+            crate::kernel::debian::MirrorOrigin::Explicit,
+        )
+        .unwrap()
+        .with_retries(0, std::time::Duration::ZERO);
+        let m = debian_modules_in(&mirror, &cache, abi, &format!("linux-image-{abi}")).unwrap();
+        assert_eq!(m, cached);
+        // Not cached: the mirror is asked (and fails), by the ABI given.
+        let e = debian_modules_in(&mirror, &cache, "7.2.1+deb13-cloud-amd64", "x").unwrap_err();
+        assert!(e.contains("127.0.0.1:9"), "{e}");
     }
 
     #[test]
