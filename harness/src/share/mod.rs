@@ -18,10 +18,9 @@
 //!   convention Jenkins and GitLab read) and shares the guest could not
 //!   mount.
 //! - [`virtiofsd`]: [`Daemons::start`], one `virtiofsd` per share and boot
-//!   attempt, on a socket in the cell's private temp dir, in its own
-//!   process group with `PR_SET_PDEATHSIG`, `kill_on_drop` and registered
-//!   in [`crate::procs`]; killed when dropped (so on every exit path of
-//!   the cell).
+//!   attempt, on a socket in the cell's private temp dir, started by
+//!   [`crate::procs::spawn_guarded`]; killed when dropped (so on every exit
+//!   path of the cell).
 
 pub mod cell;
 pub mod decide;

@@ -1,10 +1,10 @@
 //! The virtiofsd daemons: where the binary is, its command line for an
-//! export, and one daemon per export and boot attempt, in its own process
-//! group with `PR_SET_PDEATHSIG`, `kill_on_drop` and registered in
-//! [`crate::procs`] (nothing outlives the harness), killed when dropped.
-//! Knows nothing of plans or kernels.
+//! export, and one daemon per export and boot attempt, started by
+//! [`crate::procs::spawn_guarded`] (nothing outlives the harness) and
+//! killed when dropped. Knows nothing of plans or kernels.
 
 use super::{CellShares, Export, ShareError};
+use crate::procs::{spawn_guarded, GuardedChild};
 use crate::qemu::FsDevice;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -88,7 +88,7 @@ pub fn daemon_args(e: &Export, socket: &Path) -> Vec<std::ffi::OsString> {
 /// The running daemons of one boot attempt; killed on drop.
 #[derive(Debug, Default)]
 pub struct Daemons {
-    children: Vec<(i32, tokio::process::Child)>,
+    children: Vec<GuardedChild>,
     devices: Vec<FsDevice>,
 }
 
@@ -123,21 +123,9 @@ impl Daemons {
             cmd.args(daemon_args(e, &socket))
                 .stdin(Stdio::null())
                 .stdout(log)
-                .stderr(log2)
-                .kill_on_drop(true)
-                .process_group(0);
-            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
-            }
-            let mut child = cmd
-                .spawn()
+                .stderr(log2);
+            let mut child = spawn_guarded(&mut cmd)
                 .map_err(|x| err(format!("cannot start {}: {x}", bin.display())))?;
-            let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-            crate::procs::register(pgid);
             let started = Instant::now();
             let ready = loop {
                 if socket.exists() {
@@ -154,7 +142,7 @@ impl Daemons {
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             };
-            d.children.push((pgid, child));
+            d.children.push(child);
             if let Err(why) = ready {
                 let log = std::fs::read_to_string(&log_path).unwrap_or_default();
                 return Err(err(format!(
@@ -178,21 +166,10 @@ impl Daemons {
 
     /// Kills the daemons and waits for them.
     pub async fn stop(mut self) {
-        for (pgid, mut c) in std::mem::take(&mut self.children) {
-            crate::procs::kill_group(pgid);
-            let _ = c.start_kill();
+        for mut c in std::mem::take(&mut self.children) {
+            c.kill();
             let _ = tokio::time::timeout(Duration::from_secs(2), c.wait()).await;
-            crate::procs::unregister(pgid);
-        }
-    }
-}
-
-impl Drop for Daemons {
-    fn drop(&mut self) {
-        for (pgid, c) in &mut self.children {
-            crate::procs::kill_group(*pgid);
-            let _ = c.start_kill();
-            crate::procs::unregister(*pgid);
+            // Dropping `c` unregisters its group.
         }
     }
 }
