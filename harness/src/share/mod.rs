@@ -6,10 +6,10 @@
 //! - [`crate::kernel::virtiofs`]: what a kernel can do for virtiofs
 //!   (blocking; once per kernel, for `harness run` and the matrix alike),
 //!   re-exported here as [`support_for`] and friends.
-//! - [`decide`](mod@decide): the run-wide decision (pure): which shares,
-//!   the per-cell artifacts share when virtiofs is available, the kernel
-//!   modules to load, and what to say when virtiofs cannot work (a note for
-//!   the default artifacts share, an error for shares asked for
+//! - [`decision`]: [`decide`], the run-wide decision (pure): which
+//!   shares, the per-cell artifacts share when virtiofs is available, the
+//!   kernel modules to load, and what to say when virtiofs cannot work (a
+//!   note for the default artifacts share, an error for shares asked for
 //!   explicitly).
 //! - [`cell`]: [`CellShares::prepare`], per cell, the plan's
 //!   modules/mounts/env, the initramfs additions, and `--guest-bin`s that
@@ -23,7 +23,7 @@
 //!   path of the cell).
 
 pub mod cell;
-pub mod decide;
+pub mod decision;
 pub mod spec;
 pub mod virtiofsd;
 
@@ -32,7 +32,7 @@ pub use crate::kernel::virtiofs::{
     EXTRA_MODULES_ENV,
 };
 pub use cell::{attachment, list_files, CellShares, Export, MAX_ATTACHMENTS};
-pub use decide::{decide, ShareSetup};
+pub use decision::{decide, ShareSetup};
 pub use spec::{check_distinct, check_guest_path, default_guest_path, ShareSpec};
 pub use virtiofsd::{
     cache_mode, daemon_args, find_virtiofsd, Daemons, DAEMON_START_TIMEOUT, VIRTIOFSD_ENV,
