@@ -75,6 +75,7 @@ mod tests {
             version: version.map(String::from),
             description: String::new(),
             expect: expect.map(String::from),
+            origin: KernelOrigin::Path,
         };
         assert_eq!(k(None, None).expectations(None), Ok(None));
         let imm = k(Some("7.3"), Some("immutable=1"));
@@ -151,6 +152,29 @@ pub struct ResolvedKernel {
     /// Expectations the kernel's definition declares (`source:` kernels,
     /// e.g. `immutable=1` for a patched kernel), over the version defaults.
     pub expect: Option<String>,
+    /// Where the image came from, with what later steps need to know about
+    /// it (a Debian kernel's ABI) without fetching it again.
+    pub origin: KernelOrigin,
+}
+
+/// Where a [`ResolvedKernel`]'s image came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelOrigin {
+    /// A local file (`path:`); its `.config`, if any, lies beside it.
+    Path,
+    /// Built from a definition (`source:`); the cache keeps its `.config`
+    /// beside the image.
+    Source,
+    /// Debian's prebuilt kernel (`debian:`).
+    Debian {
+        /// Debian's ABI name, `7.3.4+deb13-cloud-amd64`: it names the
+        /// kernel's other packages (`linux-base-<abi>`,
+        /// `linux-modules-<abi>`).
+        abi: String,
+        /// The package the vmlinuz came from (`linux-image-<abi>`); older
+        /// kernels ship their modules in it too.
+        package: String,
+    },
 }
 
 impl ResolvedKernel {
@@ -258,6 +282,7 @@ pub fn resolve(
                 version: None,
                 description: format!("local image {}", p.display()),
                 expect: None,
+                origin: KernelOrigin::Path,
             })
         }
         KernelSpec::Source(name) => {
@@ -288,6 +313,7 @@ pub fn resolve(
                 path,
                 version: def.version.clone(),
                 expect: def.expect.clone(),
+                origin: KernelOrigin::Source,
             })
         }
         KernelSpec::Debian(v) => {
@@ -298,6 +324,10 @@ pub fn resolve(
                 path: image.path,
                 version: Some(image.version),
                 expect: None,
+                origin: KernelOrigin::Debian {
+                    abi: image.abi,
+                    package: image.package,
+                },
             })
         }
     }

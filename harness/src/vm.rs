@@ -5,8 +5,8 @@
 //! there are no ports to race for and no predictable paths. Console and
 //! results are read live and bounded; a kernel panic on the console or a
 //! QMP `GUEST_PANICKED` ends the run in seconds; a watchdog and the cancel
-//! token bound the rest. QEMU runs in its own process group with
-//! `PR_SET_PDEATHSIG`, is registered in [`crate::procs`], and is killed on
+//! token bound the rest. QEMU is started by [`crate::procs::spawn_guarded`]
+//! (own process group, `PR_SET_PDEATHSIG`, registered) and is killed on
 //! every exit path.
 
 use crate::host::Qemu;
@@ -286,23 +286,13 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     cmd.args(argv(spec))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+        .stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = cmd.spawn().map_err(|source| VmError::Spawn {
+    let mut child = crate::procs::spawn_guarded(&mut cmd).map_err(|source| VmError::Spawn {
         qemu: req.qemu.path.clone(),
         source,
     })?;
-    let pgid = child.id().map(|p| p as i32).unwrap_or(0);
-    crate::procs::register(pgid);
+    let pgid = child.pgid();
 
     let (panic_tx, mut panic_rx) = watch::channel(false);
     let (quit_tx, quit_rx) = tokio::sync::mpsc::channel(1);
@@ -358,9 +348,9 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
             }
         }
     };
-    // Anything left in QEMU's group (nothing, normally) goes too.
-    crate::procs::kill_group(pgid);
-    crate::procs::unregister(pgid);
+    // Anything left in QEMU's group (nothing, normally) goes too, and the
+    // group leaves the registry.
+    drop(child);
     let elapsed = start.elapsed();
 
     let drain = Duration::from_secs(3);
