@@ -84,6 +84,15 @@ pub enum KselftestError {
         #[source]
         source: io::Error,
     },
+    /// Unpacking Debian's source tarball failed.
+    #[error("unpacking the source tarball of {deb}: {source}")]
+    Unpack {
+        /// The `linux-source` package.
+        deb: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::kernel::source::SourceError,
+    },
     /// A download failed.
     #[error("downloading {url}: {why}")]
     Download {

@@ -1,13 +1,13 @@
 //! Where the kernel tree comes from: a [`SourceSpec`] (Debian's
-//! `linux-source-X.Y`, unpacked with the big directories the build never
-//! reads left out, or a local pristine tree), and what identifies it for
-//! the cache.
+//! `linux-source-X.Y`, unpacked by the kernel builds' own
+//! [`unpack_source_tarball`](crate::kernel::source::unpack_source_tarball)
+//! with the big directories the build never reads left out, or a local
+//! pristine tree), and what identifies it for the cache.
 
 use super::{io_err, KselftestError, FUTEX_DIR};
 use crate::kernel::cache::{sha256_hex, Cache};
 use crate::kernel::debian::{DebianError, DebianMirror};
 use std::fs;
-use std::io::{self, BufReader};
 use std::path::{Path, PathBuf};
 
 /// Where the kernel source comes from.
@@ -121,70 +121,43 @@ pub(super) fn tree(
 /// reads (headers need `include/`, `arch/x86/`, `scripts/`, `tools/`,
 /// the top `Makefile`).
 const UNNEEDED: &[&str] = &[
-    "Documentation/",
-    "drivers/",
-    "sound/",
-    "net/",
-    "fs/",
-    "samples/",
-    "LICENSES/",
+    "Documentation",
+    "drivers",
+    "sound",
+    "net",
+    "fs",
+    "samples",
+    "LICENSES",
 ];
 
-/// Whether the tarball member `path` (below the top directory) is kept.
-fn wanted_member(path: &str) -> bool {
-    if UNNEEDED.iter().any(|d| path.starts_with(d)) {
-        return false;
-    }
-    match path.strip_prefix("arch/") {
-        Some(rest) => rest.starts_with("x86/") || !rest.contains('/'),
-        None => true,
-    }
+/// `tar --exclude` patterns of what the build never reads below
+/// `linux-source-<series>/`: [`UNNEEDED`] and every arch but x86 (files
+/// right in `arch/` stay: `*` does not match a `/`; no other arch starts
+/// with `x8`).
+fn unneeded_members(series: &str) -> Vec<String> {
+    let top = format!("linux-source-{series}");
+    UNNEEDED
+        .iter()
+        .map(|d| format!("{top}/{d}"))
+        .chain(["[!x]*", "x[!8]*"].map(|arch| format!("{top}/arch/{arch}/*")))
+        .collect()
 }
 
-/// Unpacks `usr/src/linux-source-<series>.tar.xz` of the package into
-/// `work`; returns the tree's root.
+/// Unpacks the source tarball of the `linux-source-<series>` package `deb`
+/// below `work` (through [`crate::kernel::source::unpack_source_tarball`]),
+/// leaving out what the build never reads; returns the tree's root.
 pub fn unpack_debian_source(
     deb: &Path,
     series: &str,
     work: &Path,
 ) -> Result<PathBuf, KselftestError> {
-    let tarball = work.join("linux-source.tar.xz");
-    {
-        let mut f = fs::File::create(&tarball).map_err(io_err("create", &tarball))?;
-        crate::kernel::deb::extract_file(
-            deb,
-            &format!("usr/src/linux-source-{series}.tar.xz"),
-            &mut f,
-        )
-        .map_err(|e| KselftestError::Io {
-            what: "extract the tarball of",
-            path: deb.to_path_buf(),
-            source: io::Error::other(e.to_string()),
-        })?;
-    }
     let src = work.join("src");
     fs::create_dir_all(&src).map_err(io_err("create", &src))?;
-    let f = fs::File::open(&tarball).map_err(io_err("open", &tarball))?;
-    let xz = liblzma::read::XzDecoder::new(BufReader::with_capacity(1 << 20, f));
-    let mut ar = tar::Archive::new(xz);
-    let mut top: Option<String> = None;
-    for entry in ar.entries().map_err(io_err("read", &tarball))? {
-        let mut entry = entry.map_err(io_err("read", &tarball))?;
-        let path = entry.path().map_err(io_err("read", &tarball))?.into_owned();
-        let s = path.to_string_lossy().into_owned();
-        let s = s.trim_start_matches("./");
-        let (head, rest) = s.split_once('/').unwrap_or((s, ""));
-        if top.is_none() && !head.is_empty() {
-            top = Some(head.to_string());
-        }
-        if !rest.is_empty() && !wanted_member(rest) {
-            continue;
-        }
-        // `unpack_in` refuses `..` and absolute paths.
-        entry.unpack_in(&src).map_err(io_err("unpack into", &src))?;
-    }
-    let _ = fs::remove_file(&tarball);
-    let root = src.join(top.unwrap_or_default());
+    let root = crate::kernel::source::unpack_source_tarball(deb, &src, &unneeded_members(series))
+        .map_err(|source| KselftestError::Unpack {
+        deb: deb.to_path_buf(),
+        source,
+    })?;
     if !root.join(FUTEX_DIR).is_dir() {
         return Err(KselftestError::BadSource {
             given: deb.display().to_string(),
@@ -269,22 +242,54 @@ mod tests {
 
     #[test]
     fn tarball_filter_keeps_what_headers_and_selftests_need() {
-        for keep in [
+        if !crate::kernel::source::on_path("tar") {
+            return;
+        }
+        let keep = [
             "Makefile",
             "include/uapi/linux/futex.h",
             "arch/x86/include/uapi/asm/unistd.h",
             "arch/Kconfig",
             "scripts/Makefile.build",
             "tools/testing/selftests/futex/functional/run.sh",
-        ] {
-            assert!(wanted_member(keep), "{keep}");
-        }
-        for drop in [
+            // Only the top-level directories go.
+            "include/net/sock.h",
+            "tools/testing/selftests/drivers/Makefile",
+        ];
+        let drop = [
             "drivers/gpu/x.c",
             "arch/arm64/Makefile",
+            "arch/xtensa/Makefile",
             "Documentation/index.rst",
-        ] {
-            assert!(!wanted_member(drop), "{drop}");
+        ];
+        let mut tarball = tar::Builder::new(Vec::new());
+        for path in keep.iter().chain(&drop) {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(1);
+            h.set_mode(0o644);
+            h.set_cksum();
+            tarball
+                .append_data(&mut h, format!("linux-source-7.3/{path}"), &b"x"[..])
+                .unwrap();
+        }
+        let mut xz = liblzma::write::XzEncoder::new(Vec::new(), 1);
+        std::io::Write::write_all(&mut xz, &tarball.into_inner().unwrap()).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let deb = d.path().join("linux-source-7.3_7.3.4-1_all.deb");
+        fs::write(
+            &deb,
+            crate::kernel::deb::testdeb::build(
+                &[("./usr/src/linux-source-7.3.tar.xz", &xz.finish().unwrap())],
+                crate::kernel::deb::testdeb::Comp::Xz,
+            ),
+        )
+        .unwrap();
+        let root = unpack_debian_source(&deb, "7.3", d.path()).unwrap();
+        for keep in keep {
+            assert!(root.join(keep).is_file(), "{keep}");
+        }
+        for drop in drop {
+            assert!(!root.join(drop).exists(), "{drop}");
         }
     }
 }
