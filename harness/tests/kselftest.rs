@@ -5,38 +5,10 @@
 //! `HARNESS_VM_TESTS=1` like tests/vm.rs (under `CI` without it: fails).
 
 mod common;
-use common::enabled;
+use common::{enabled, kernel, parse_junit, vm_lock};
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-
-fn kernel() -> String {
-    std::env::var("HARNESS_TEST_KERNEL").unwrap_or_else(|_| "debian:7.3.4".into())
-}
-
-#[derive(Debug)]
-struct Case {
-    name: String,
-    failed: bool,
-    skipped: Option<String>,
-}
-
-fn parse_junit(xml: &str) -> Vec<Case> {
-    let doc = roxmltree::Document::parse(xml).expect("JUnit is well-formed XML");
-    doc.descendants()
-        .filter(|n| n.has_tag_name("testcase"))
-        .map(|n| Case {
-            name: n.attribute("name").unwrap_or("").to_string(),
-            failed: n
-                .children()
-                .any(|c| c.has_tag_name("failure") || c.has_tag_name("error")),
-            skipped: n
-                .children()
-                .find(|c| c.has_tag_name("skipped"))
-                .map(|c| c.attribute("message").unwrap_or("").to_string()),
-        })
-        .collect()
-}
 
 /// Upstream programs of 7.3's run.sh plus robust_list (a TEST_GEN_PROG).
 const PROGRAMS: &[&str] = &[
@@ -102,16 +74,12 @@ fn run_harness(kernel: &str, dir: &Path) -> std::process::Output {
         .expect("harness runs")
 }
 
-/// One VM at a time: two 8-vCPU guests on a 2-core host would turn
-/// timing-sensitive upstream cases into failures.
-static VM_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 #[test]
 fn upstream_futex_selftests_give_the_documented_verdicts() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     documented_verdicts(&kernel());
 }
 
@@ -126,7 +94,7 @@ fn upstream_futex_selftests_on_the_source_built_kernel() {
     let Some(k) = common::source_kernel() else {
         return;
     };
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     documented_verdicts(&k);
 }
 
@@ -187,7 +155,7 @@ fn documented_verdicts(kernel: &str) {
         }
         assert!(c.skipped.is_none(), "unexpected skip {c:?}");
         if !tcg_flaky(&c.name) {
-            assert!(!c.failed, "unexpected failure {c:?}\n{}", ctx());
+            assert!(c.failure.is_none(), "unexpected failure {c:?}\n{}", ctx());
         }
     }
 

@@ -4,15 +4,11 @@
 //! `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
 
 mod common;
-use common::{case, enabled, parse_junit, processes_with};
+use common::{case, enabled, parse_junit, processes_with, vm_lock, wait_for};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-/// One matrix at a time: the machine has few cores.
-static VM_LOCK: Mutex<()> = Mutex::new(());
+use std::time::Duration;
 
 fn harness(matrix: &Path, out: &Path, extra: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
@@ -66,7 +62,7 @@ fn mini_matrix_runs_end_to_end() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let dir = tempfile::tempdir().unwrap();
     let m = dir.path().join("matrix.yaml");
     std::fs::write(&m, MINI).unwrap();
@@ -120,20 +116,12 @@ fn mini_matrix_runs_end_to_end() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("rerunning 0 cells"));
 }
 
-fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !f() {
-        assert!(start.elapsed() < limit, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn sigint_leaves_no_qemu_and_reports_finished_and_not_run_cells() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let dir = tempfile::tempdir().unwrap();
     let marker = format!("harness.test_marker=matrix_{}", std::process::id());
     // Costs 3, 2, 1: with -j 1 they run smoke, second, then (never) later.
@@ -218,7 +206,7 @@ fn a_cell_mounts_its_shares_and_its_artifacts_land_next_to_its_junit() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let dir = tempfile::tempdir().unwrap();
     // The read-only share, named relative to the matrix file. The
     // `artifact` binary lies in it, so it runs from the share (not packed):
@@ -276,7 +264,7 @@ overrides:
         "readonly/mnt-ro-read",
     ] {
         let c = case(&cases, n);
-        assert!(c.failure.is_none() && !c.skipped, "{c:?}\n{all}");
+        assert!(c.failure.is_none() && c.skipped.is_none(), "{c:?}\n{all}");
     }
     let cell_notes = notes(&junit);
     assert!(

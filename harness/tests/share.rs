@@ -9,19 +9,12 @@
 //! fragment, support read from its `.config`).
 
 mod common;
-use common::{enabled, processes_with};
+use common::{enabled, kernel, processes_with, vm_lock};
 
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static VM_LOCK: Mutex<()> = Mutex::new(());
-
-fn kernel() -> String {
-    std::env::var("HARNESS_TEST_KERNEL").unwrap_or_else(|_| "debian:7.3.4".into())
-}
 
 fn guest_bin(name: &str) -> PathBuf {
     harness::guestbin::GuestBins::locate_or_build()
@@ -158,7 +151,7 @@ fn a_64_mib_artifact_arrives_intact_next_to_the_junit() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     artifact_arrives_intact(&kernel());
 }
 
@@ -205,7 +198,7 @@ fn a_read_only_share_refuses_writes_with_erofs() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     read_only_share_refuses_writes(&kernel());
 }
 
@@ -240,7 +233,7 @@ fn binaries_in_a_share_run_without_being_packed() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     binaries_in_a_share_run(&kernel());
 }
 
@@ -295,7 +288,7 @@ fn shares_work_on_a_source_built_kernel() {
     let Some(k) = common::source_kernel() else {
         return;
     };
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let text = artifact_arrives_intact(&k);
     assert!(
         text.contains("virtiofs: built in (CONFIG_VIRTIO_FS=y, CONFIG_VIRTIO_PCI=y in "),
@@ -353,7 +346,7 @@ fn without_virtiofsd_artifacts_fall_back_and_explicit_shares_fail() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let dir = tempfile::tempdir().unwrap();
     let bin = artifact_as(dir.path(), "write");
     let r = Run {
@@ -398,7 +391,7 @@ fn guest_init_loads_a_modular_module_decompressed_on_the_host() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let dir = tempfile::tempdir().unwrap();
     let r = Run {
         out: harness_cmd(dir.path(), &[])
@@ -426,7 +419,7 @@ fn sigkill_of_the_harness_leaves_no_virtiofsd() {
     if !enabled() {
         return;
     }
-    let _vm = VM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let _vm = vm_lock();
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().display().to_string();
     let mut child = harness_suite(dir.path(), "fault-hang", &[])

@@ -258,8 +258,7 @@ pub fn prepare(
                 })?;
             let unpack = tmp.path().join("src");
             ensure_dir(&unpack)?;
-            unpack_source_tarball(&deb_path, &unpack)?;
-            let top = single_subdir(&unpack)?;
+            let top = unpack_source_tarball(&deb_path, &unpack, &[])?;
             say(&format!(
                 "importing {} into {}",
                 top.display(),
@@ -357,8 +356,20 @@ fn ensure_dir(p: &Path) -> Result<PathBuf, SourceError> {
     Ok(p.to_path_buf())
 }
 
-/// Streams the `usr/src/*.tar.*` of a `linux-source` package into `tar -x`.
-fn unpack_source_tarball(deb_path: &Path, into: &Path) -> Result<(), SourceError> {
+/// Streams the `usr/src/*.tar.*` of a `linux-source` package into `tar -x`
+/// below `into`; returns the tarball's one top directory. `exclude`: GNU tar
+/// `--exclude` patterns of members left out (`*` does not match a `/`).
+pub fn unpack_source_tarball(
+    deb_path: &Path,
+    into: &Path,
+    exclude: &[String],
+) -> Result<PathBuf, SourceError> {
+    // Only with patterns: without, the command stays one any tar runs.
+    let matching: &[&str] = if exclude.is_empty() {
+        &[]
+    } else {
+        &["--no-wildcards-match-slash"]
+    };
     let mut child = Command::new("tar")
         .arg("-x")
         .arg("-J")
@@ -366,6 +377,8 @@ fn unpack_source_tarball(deb_path: &Path, into: &Path) -> Result<(), SourceError
         .arg(into)
         .arg("-f")
         .arg("-")
+        .args(matching)
+        .args(exclude.iter().map(|p| format!("--exclude={p}")))
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -399,7 +412,7 @@ fn unpack_source_tarball(deb_path: &Path, into: &Path) -> Result<(), SourceError
             stderr: tail(&String::from_utf8_lossy(&out.stderr), 10),
         });
     }
-    Ok(())
+    single_subdir(into)
 }
 
 fn single_subdir(dir: &Path) -> Result<PathBuf, SourceError> {

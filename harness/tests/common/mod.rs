@@ -1,5 +1,9 @@
 //! Shared by the real-VM test files.
 
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
 /// Whether the real-VM tests run: `HARNESS_VM_TESTS` set. Under `CI`
 /// without it they fail instead of passing silently.
 pub fn enabled() -> bool {
@@ -14,6 +18,50 @@ pub fn enabled() -> bool {
     false
 }
 
+/// The kernel the VM tests boot: `$HARNESS_TEST_KERNEL`, default
+/// `debian:7.3.4`.
+#[allow(dead_code)]
+pub fn kernel() -> String {
+    std::env::var("HARNESS_TEST_KERNEL").unwrap_or_else(|_| "debian:7.3.4".into())
+}
+
+/// One VM at a time: the machine has two cores, and two guests at once
+/// only make both slower (and turn timing-sensitive upstream cases into
+/// failures). Each test file is its own binary, so each has its own lock.
+static VM_LOCK: Mutex<()> = Mutex::new(());
+
+/// Holds [`VM_LOCK`]; a test that panicked holding it does not stop the
+/// others.
+#[allow(dead_code)]
+pub fn vm_lock() -> MutexGuard<'static, ()> {
+    VM_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Polls `f` every 100 ms until it holds; panics after `limit`.
+#[allow(dead_code)]
+pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every file below `dir`, recursively.
+#[allow(dead_code)]
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// One `<testcase>` of a JUnit report, as the tests look at it.
 #[derive(Debug, Clone)]
 #[allow(dead_code)] // not every test file uses every helper
@@ -22,8 +70,8 @@ pub struct Case {
     pub name: String,
     /// `(message, text)` of a `<failure>` or `<error>`.
     pub failure: Option<(String, String)>,
-    /// Has a `<skipped>`.
-    pub skipped: bool,
+    /// The message of its `<skipped>`, if it has one.
+    pub skipped: Option<String>,
 }
 
 /// Every `<testcase>` of a JUnit document (which must be well-formed XML).
@@ -43,7 +91,10 @@ pub fn parse_junit(xml: &str) -> Vec<Case> {
                         f.text().unwrap_or("").to_string(),
                     )
                 }),
-            skipped: n.children().any(|c| c.has_tag_name("skipped")),
+            skipped: n
+                .children()
+                .find(|c| c.has_tag_name("skipped"))
+                .map(|c| c.attribute("message").unwrap_or("").to_string()),
         })
         .collect()
 }
@@ -87,14 +138,25 @@ pub fn source_kernel() -> Option<String> {
 /// how the tests check that no QEMU or virtiofsd outlived the harness.
 #[allow(dead_code)]
 pub fn processes_with(marker: &str) -> Vec<u32> {
+    processes_with_cmdline(marker)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// [`processes_with`], each with its command line (arguments joined by
+/// spaces).
+#[allow(dead_code)]
+pub fn processes_with_cmdline(marker: &str) -> Vec<(u32, String)> {
     let mut pids = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
         if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            if String::from_utf8_lossy(&cmd).contains(marker) && pid != std::process::id() {
-                pids.push(pid);
+            let cmd = String::from_utf8_lossy(&cmd);
+            if cmd.contains(marker) && pid != std::process::id() {
+                pids.push((pid, cmd.replace('\0', " ")));
             }
         }
     }
