@@ -516,4 +516,124 @@ mod tests {
         ));
         assert!(load(d.path(), "a").is_ok());
     }
+
+    /// A shipped definition as its flat file gave it.
+    struct Shipped {
+        name: &'static str,
+        description: &'static str,
+        expect: Option<&'static str>,
+        /// Patch file names, relative to `patches/`.
+        patches: &'static [&'static str],
+        /// Fragment file names, relative to `fragments/`.
+        fragments: &'static [&'static str],
+        /// Requirements after [`REQUIRE_73`].
+        extra: &'static [&'static str],
+    }
+
+    /// The `require:` list every shipped 7.3 definition spelled out in full
+    /// before `extends:` existed.
+    const REQUIRE_73: &[&str] = &[
+        "BLK_DEV_INITRD",
+        "BINFMT_ELF",
+        "DEVTMPFS",
+        "PROC_FS",
+        "SYSFS",
+        "TMPFS",
+        "PRINTK",
+        "TTY",
+        "SERIAL_8250",
+        "SERIAL_8250_CONSOLE",
+        "SERIAL_8250_NR_UARTS=4",
+        "SERIAL_8250_RUNTIME_UARTS=4",
+        "MAGIC_SYSRQ",
+        "X86_IOPL_IOPERM",
+        "SMP",
+        "NUMA",
+        "ACPI",
+        "PCI",
+        "ACPI_NUMA",
+        "X86_64_ACPI_NUMA",
+        "FUTEX",
+        "FUTEX_PI",
+        "FUTEX_PRIVATE_HASH",
+        "FUTEX_MPOL",
+        "POSIX_TIMERS",
+        "MULTIUSER",
+        "PVPANIC",
+        "PVPANIC_MMIO",
+        "SOFTLOCKUP_DETECTOR",
+        "DETECT_HUNG_TASK",
+        "LKDTM",
+        "IA32_EMULATION",
+        "VIRTIO_PCI",
+        "VIRTIO_FS",
+    ];
+
+    /// What each shipped definition is, field by field, as the flat files
+    /// gave it: a change to how definitions are written must not change
+    /// what they build.
+    #[test]
+    fn shipped_definitions_are_what_they_were() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
+        let cases = [
+            Shipped {
+                name: "7.3",
+                description: "Debian's 7.3 source, tinyconfig + the guest fragment",
+                expect: None,
+                patches: &[],
+                fragments: &["guest.config"],
+                extra: &[],
+            },
+            Shipped {
+                name: "7.3-immutable",
+                description: "7.3 with the immutable private hash (seed 000_b592d6f44c015dd6, forward-ported)",
+                expect: Some("immutable=1"),
+                patches: &["7.3-immutable/0001-futex-Allow-to-make-the-private-hash-immutable.patch"],
+                fragments: &["guest.config"],
+                extra: &[],
+            },
+            Shipped {
+                name: "7.3-debug",
+                description: "7.3 with lockdep, DEBUG_ATOMIC_SLEEP, DEBUG_LIST and KASAN",
+                expect: None,
+                patches: &[],
+                fragments: &["guest.config", "debug.config"],
+                extra: &["PROVE_LOCKING", "DEBUG_ATOMIC_SLEEP", "DEBUG_LIST", "KASAN"],
+            },
+            Shipped {
+                name: "7.3-peers",
+                description: "7.3 for the peer tools (vmtest 9p root, virtme-ng): guest + peers fragments",
+                expect: None,
+                patches: &[],
+                fragments: &["guest.config", "peers.config"],
+                extra: &["9P_FS", "NET_9P_VIRTIO", "VIRTIO_CONSOLE", "CGROUPS", "OVERLAY_FS"],
+            },
+        ];
+        for c in &cases {
+            let name = c.name;
+            let def = load(&dir, name).unwrap();
+            assert_eq!(def.description, c.description, "{name}");
+            assert_eq!(def.version.as_deref(), Some("7.3"), "{name}");
+            assert_eq!(def.expect.as_deref(), c.expect, "{name}");
+            assert_eq!(
+                def.base,
+                BaseSpec::Debian {
+                    package: "linux-source-7.3".into()
+                },
+                "{name}"
+            );
+            assert_eq!(def.config_base, ConfigBase::Tinyconfig, "{name}");
+            let names = |v: &[InputFile]| v.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&def.patches), c.patches, "{name}");
+            assert_eq!(names(&def.fragments), c.fragments, "{name}");
+            let require: Vec<String> = def.require.iter().map(|r| r.to_string()).collect();
+            let want: Vec<String> = REQUIRE_73
+                .iter()
+                .chain(c.extra)
+                .map(|r| Requirement::parse(r).unwrap().to_string())
+                .collect();
+            assert_eq!(require, want, "{name}");
+            assert!(def.make_vars.is_empty(), "{name}");
+        }
+    }
 }
