@@ -1,14 +1,12 @@
 //! `kernels:`: names, specs, and the features each kernel is expected to
 //! have (the spec's version row with the given features over it).
 
-use super::{check_name, Ctx};
+use super::{Ctx, Declared};
 use crate::kernelspec::KernelSpec;
-use crate::matrix::locate;
 use crate::matrix::model::Kernel;
 use crate::matrix::schema::{RawGrowth, RawKernel};
 use crate::matrix::MatrixError;
 use guest_tests::expect::{Expect, Growth};
-use std::collections::HashSet;
 
 /// Validates the `kernels:` list: at least one, names unique.
 pub(in crate::matrix) fn kernels(
@@ -16,23 +14,10 @@ pub(in crate::matrix) fn kernels(
     raw: Vec<RawKernel>,
 ) -> Result<Vec<Kernel>, MatrixError> {
     let mut kernels = Vec::new();
-    let mut seen = HashSet::new();
-    if raw.is_empty() {
-        return Err(cx.err(
-            locate::section(cx.text, "kernels"),
-            "kernels: expected at least one kernel".into(),
-        ));
-    }
+    let mut declared = Declared::new("kernels", "kernel");
+    declared.at_least_one(cx, &raw)?;
     for k in raw {
-        check_name("kernel", &k.name).map_err(|m| cx.at_item("kernels", &k.name, None, m))?;
-        if !seen.insert(k.name.clone()) {
-            return Err(cx.at_item(
-                "kernels",
-                &k.name,
-                None,
-                format!("kernel {:?} is declared twice", k.name),
-            ));
-        }
+        declared.add(cx, &k.name)?;
         kernels.push(kernel(cx, k)?);
     }
     Ok(kernels)

@@ -23,6 +23,7 @@ use super::locate::{self, Pos};
 use super::model::{Kernel, NamedTopology, Suite};
 use super::schema::RawRule;
 use super::MatrixError;
+use std::collections::HashSet;
 use std::path::Path;
 
 /// The file being validated, for error positions.
@@ -71,6 +72,53 @@ fn check_name(what: &str, name: &str) -> Result<(), String> {
         Err(format!(
             "{what} name {name:?}: expected 1-64 characters of [A-Za-z0-9._-]"
         ))
+    }
+}
+
+/// The entries of one section seen so far: each name must be valid and
+/// given once.
+struct Declared {
+    /// The section (`kernels`).
+    section: &'static str,
+    /// What one entry is called in messages (`kernel`).
+    what: &'static str,
+    seen: HashSet<String>,
+}
+
+impl Declared {
+    fn new(section: &'static str, what: &'static str) -> Declared {
+        Declared {
+            section,
+            what,
+            seen: HashSet::new(),
+        }
+    }
+
+    /// An error unless the section has an entry.
+    fn at_least_one<T>(&self, cx: &Ctx, entries: &[T]) -> Result<(), MatrixError> {
+        if entries.is_empty() {
+            let (section, what) = (self.section, self.what);
+            return Err(cx.err(
+                locate::section(cx.text, section),
+                format!("{section}: expected at least one {what}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the next entry's name.
+    fn add(&mut self, cx: &Ctx, name: &str) -> Result<(), MatrixError> {
+        let (section, what) = (self.section, self.what);
+        check_name(what, name).map_err(|m| cx.at_item(section, name, None, m))?;
+        if !self.seen.insert(name.to_string()) {
+            return Err(cx.at_item(
+                section,
+                name,
+                None,
+                format!("{what} {name:?} is declared twice"),
+            ));
+        }
+        Ok(())
     }
 }
 

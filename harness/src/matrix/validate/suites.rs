@@ -1,12 +1,11 @@
 //! `suites:`: built-in suites by name or explicit tests, weights and
 //! known failures, plus the implicit built-ins nobody declared.
 
-use super::{check_name, Ctx};
+use super::{check_name, Ctx, Declared};
 use crate::matrix::model::{parse_duration, Suite, SuiteKind, GUEST_BINARIES};
 use crate::matrix::schema::{RawKnownFailure, RawSuite, RawTest};
 use crate::matrix::MatrixError;
 use crate::suite::{self, Binary, SuiteTest};
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -26,18 +25,10 @@ pub(in crate::matrix) struct Suites {
 /// Validates the `suites:` list (names unique) and adds the implicit ones.
 pub(in crate::matrix) fn suites(cx: &Ctx, raw: Vec<RawSuite>) -> Result<Suites, MatrixError> {
     let mut suites = Vec::new();
-    let mut seen = HashSet::new();
+    let mut declared = Declared::new("suites", "suite");
     let declared_any = !raw.is_empty();
     for s in raw {
-        check_name("suite", &s.name).map_err(|m| cx.at_item("suites", &s.name, None, m))?;
-        if !seen.insert(s.name.clone()) {
-            return Err(cx.at_item(
-                "suites",
-                &s.name,
-                None,
-                format!("suite {:?} is declared twice", s.name),
-            ));
-        }
+        declared.add(cx, &s.name)?;
         suites.push(declared_suite(cx, s)?);
     }
     let declared = suites.len();

@@ -1,12 +1,10 @@
 //! `topologies:`: names, nodes (vCPUs and memory) and distances.
 
-use super::{check_name, Ctx};
-use crate::matrix::locate;
+use super::{Ctx, Declared};
 use crate::matrix::model::NamedTopology;
 use crate::matrix::schema::RawTopology;
 use crate::matrix::MatrixError;
 use crate::topology::{self, Node, Topology};
-use std::collections::HashSet;
 
 /// Validates the `topologies:` list: at least one, names unique.
 pub(in crate::matrix) fn topologies(
@@ -14,23 +12,10 @@ pub(in crate::matrix) fn topologies(
     raw: Vec<RawTopology>,
 ) -> Result<Vec<NamedTopology>, MatrixError> {
     let mut topologies = Vec::new();
-    let mut seen = HashSet::new();
-    if raw.is_empty() {
-        return Err(cx.err(
-            locate::section(cx.text, "topologies"),
-            "topologies: expected at least one topology".into(),
-        ));
-    }
+    let mut declared = Declared::new("topologies", "topology");
+    declared.at_least_one(cx, &raw)?;
     for t in raw {
-        check_name("topology", &t.name).map_err(|m| cx.at_item("topologies", &t.name, None, m))?;
-        if !seen.insert(t.name.clone()) {
-            return Err(cx.at_item(
-                "topologies",
-                &t.name,
-                None,
-                format!("topology {:?} is declared twice", t.name),
-            ));
-        }
+        declared.add(cx, &t.name)?;
         topologies.push(named_topology(cx, t)?);
     }
     Ok(topologies)
