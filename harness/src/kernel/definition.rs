@@ -14,8 +14,14 @@
 //! require: [FUTEX, NUMA, SERIAL_8250_RUNTIME_UARTS=2]
 //! ```
 //!
+//! A definition may instead say `extends: <name>` (another definition of
+//! the same directory) and state only what differs; [`Definition`] is then
+//! the merged, effective one (rules in the `extends` module).
+//!
 //! Everything here is pure: loading reads the YAML, the fragments and the
 //! patch files, nothing else (the base is resolved by `kernel::source`).
+
+mod extends;
 
 use serde::Deserialize;
 use std::fs;
@@ -60,6 +66,45 @@ pub enum DefinitionError {
         /// What is wrong.
         message: String,
     },
+    /// `extends:` names no definition of the directory.
+    #[error("{}: extends: no kernel definition {parent:?} in {dir} (known: {known})", place(.path, *.position))]
+    NoParent {
+        /// The file that says `extends:`.
+        path: PathBuf,
+        /// 1-based line and column of the name after `extends:`.
+        position: Option<(usize, usize)>,
+        /// The name it gives.
+        parent: String,
+        /// The kernels directory.
+        dir: PathBuf,
+        /// The names that exist.
+        known: String,
+    },
+    /// `extends:` leads back to a definition that already extends it.
+    #[error("{}: extends: {parent:?} makes a cycle: {}", place(.path, *.position), chain(.files))]
+    Cycle {
+        /// The file whose `extends:` closes the cycle.
+        path: PathBuf,
+        /// 1-based line and column of the name after `extends:`.
+        position: Option<(usize, usize)>,
+        /// The name it gives.
+        parent: String,
+        /// The files of the cycle, each extending the next; the last is the first.
+        files: Vec<PathBuf>,
+    },
+}
+
+/// `path:line:column`, or `path` when the position is unknown.
+fn place(path: &Path, position: Option<(usize, usize)>) -> String {
+    match position {
+        Some((line, column)) => format!("{}:{line}:{column}", path.display()),
+        None => path.display().to_string(),
+    }
+}
+
+fn chain(files: &[PathBuf]) -> String {
+    let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    names.join(" -> ")
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> DefinitionError + '_ {
@@ -161,7 +206,9 @@ impl std::fmt::Display for Requirement {
     }
 }
 
-/// A loaded definition with all its input files read.
+/// A loaded definition with all its input files read; for one that
+/// `extends:` another, the merged result (what the build and its cache key
+/// see, so a change to a parent is a change to its children).
 #[derive(Debug, Clone)]
 pub struct Definition {
     /// Name (file stem).
@@ -191,11 +238,11 @@ pub struct Definition {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawDef {
-    #[serde(default)]
-    description: String,
+    extends: Option<String>,
+    description: Option<String>,
     version: Option<String>,
     expect: Option<String>,
-    base: RawBase,
+    base: Option<RawBase>,
     #[serde(default)]
     patches: Vec<String>,
     #[serde(default)]
@@ -216,26 +263,12 @@ struct RawBase {
     rev: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawConfig {
-    #[serde(default = "default_config_base")]
-    base: ConfigBase,
+    base: Option<ConfigBase>,
     #[serde(default)]
     fragments: Vec<String>,
-}
-
-impl Default for RawConfig {
-    fn default() -> Self {
-        RawConfig {
-            base: default_config_base(),
-            fragments: Vec::new(),
-        }
-    }
-}
-
-fn default_config_base() -> ConfigBase {
-    ConfigBase::Tinyconfig
 }
 
 /// Patch file names taken from a patch directory.
@@ -329,15 +362,108 @@ pub fn load(dir: &Path, name: &str) -> Result<Definition, DefinitionError> {
     parse(dir, name, &path, &text)
 }
 
-/// Parses a definition's YAML `text`; files are resolved in `dir`.
+/// Parses a definition's YAML `text`; files are resolved in `dir`, and so
+/// is the definition it `extends:`, merged in (see [`extends`]).
 pub fn parse(
     dir: &Path,
     name: &str,
     path: &Path,
     text: &str,
 ) -> Result<Definition, DefinitionError> {
+    extends::resolve(dir, name, path, text, &mut Vec::new())
+}
+
+/// What one file states, its files read. What it leaves out is `None` or
+/// empty, for the definition it extends to fill in.
+struct Layer {
+    description: Option<String>,
+    version: Option<String>,
+    expect: Option<String>,
+    base: Option<BaseSpec>,
+    patches: Vec<InputFile>,
+    config_base: Option<ConfigBase>,
+    fragments: Vec<InputFile>,
+    require: Vec<Requirement>,
+    make_vars: Vec<String>,
+}
+
+impl Layer {
+    /// The definition, once nothing is left to inherit: the base is
+    /// required, the rest has defaults.
+    fn into_definition(self, name: &str, path: &Path) -> Result<Definition, DefinitionError> {
+        let base = self.base.ok_or_else(|| {
+            invalid(
+                path,
+                "missing field `base` (and no `extends:` to take it from)",
+            )
+        })?;
+        Ok(Definition {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            description: self.description.unwrap_or_default(),
+            version: self.version,
+            expect: self.expect,
+            base,
+            patches: self.patches,
+            config_base: self.config_base.unwrap_or(ConfigBase::Tinyconfig),
+            fragments: self.fragments,
+            require: self.require,
+            make_vars: self.make_vars,
+        })
+    }
+}
+
+/// Parses and checks one file on its own: what it states, and the name it
+/// `extends:` (not followed here).
+fn layer(dir: &Path, path: &Path, text: &str) -> Result<(Option<String>, Layer), DefinitionError> {
     let raw: RawDef = serde_yaml_ng::from_str(text).map_err(|e| invalid(path, e.to_string()))?;
-    let base = match (raw.base.debian, raw.base.path, raw.base.git, raw.base.rev) {
+    let base = raw.base.map(|b| base_spec(dir, path, b)).transpose()?;
+    let patches = patch_series(dir, path, &raw.patches)?;
+    let fdir = dir.join("fragments");
+    let mut fragments = Vec::new();
+    for f in &raw.config.fragments {
+        if !relative_ok(f) {
+            return Err(invalid(
+                path,
+                format!("fragment {f:?}: must be relative to fragments/"),
+            ));
+        }
+        let file = if f.ends_with(".config") {
+            f.clone()
+        } else {
+            format!("{f}.config")
+        };
+        fragments.push(read_input(&fdir, &file)?);
+    }
+    let require = raw
+        .require
+        .iter()
+        .map(|r| Requirement::parse(r).map_err(|m| invalid(path, m)))
+        .collect::<Result<Vec<_>, _>>()?;
+    for m in &raw.make {
+        let ok = m.split_once('=').is_some_and(|(k, _)| {
+            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        });
+        if !ok {
+            return Err(invalid(path, format!("make: {m:?} is not VAR=value")));
+        }
+    }
+    let layer = Layer {
+        description: raw.description,
+        version: raw.version,
+        expect: raw.expect,
+        base,
+        patches,
+        config_base: raw.config.base,
+        fragments,
+        require,
+        make_vars: raw.make,
+    };
+    Ok((raw.extends, layer))
+}
+
+fn base_spec(dir: &Path, path: &Path, raw: RawBase) -> Result<BaseSpec, DefinitionError> {
+    Ok(match (raw.debian, raw.path, raw.git, raw.rev) {
         (Some(package), None, None, None) => {
             if package.is_empty() || package.contains('/') {
                 return Err(invalid(
@@ -359,10 +485,19 @@ pub fn parse(
             path,
             "base: give exactly one of `debian: PACKAGE`, `path: DIR`, `git: URL` (+ `ref: REV`)",
         )),
-    };
+    })
+}
+
+/// The files of `patches:` in order, a directory meaning its patch files,
+/// sorted.
+fn patch_series(
+    dir: &Path,
+    path: &Path,
+    list: &[String],
+) -> Result<Vec<InputFile>, DefinitionError> {
     let pdir = dir.join("patches");
     let mut patches = Vec::new();
-    for p in &raw.patches {
+    for p in list {
         if !relative_ok(p) {
             return Err(invalid(
                 path,
@@ -398,48 +533,7 @@ pub fn parse(
             patches.push(read_input(&pdir, p)?);
         }
     }
-    let fdir = dir.join("fragments");
-    let mut fragments = Vec::new();
-    for f in &raw.config.fragments {
-        if !relative_ok(f) {
-            return Err(invalid(
-                path,
-                format!("fragment {f:?}: must be relative to fragments/"),
-            ));
-        }
-        let file = if f.ends_with(".config") {
-            f.clone()
-        } else {
-            format!("{f}.config")
-        };
-        fragments.push(read_input(&fdir, &file)?);
-    }
-    let require = raw
-        .require
-        .iter()
-        .map(|r| Requirement::parse(r).map_err(|m| invalid(path, m)))
-        .collect::<Result<Vec<_>, _>>()?;
-    for m in &raw.make {
-        let ok = m.split_once('=').is_some_and(|(k, _)| {
-            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        });
-        if !ok {
-            return Err(invalid(path, format!("make: {m:?} is not VAR=value")));
-        }
-    }
-    Ok(Definition {
-        name: name.to_string(),
-        path: path.to_path_buf(),
-        description: raw.description,
-        version: raw.version,
-        expect: raw.expect,
-        base,
-        patches,
-        config_base: raw.config.base,
-        fragments,
-        require,
-        make_vars: raw.make,
-    })
+    Ok(patches)
 }
 
 #[cfg(test)]
@@ -515,5 +609,125 @@ mod tests {
             Err(DefinitionError::BadName(_))
         ));
         assert!(load(d.path(), "a").is_ok());
+    }
+
+    /// A shipped definition as its flat file gave it.
+    struct Shipped {
+        name: &'static str,
+        description: &'static str,
+        expect: Option<&'static str>,
+        /// Patch file names, relative to `patches/`.
+        patches: &'static [&'static str],
+        /// Fragment file names, relative to `fragments/`.
+        fragments: &'static [&'static str],
+        /// Requirements after [`REQUIRE_73`].
+        extra: &'static [&'static str],
+    }
+
+    /// The `require:` list every shipped 7.3 definition spelled out in full
+    /// before `extends:` existed.
+    const REQUIRE_73: &[&str] = &[
+        "BLK_DEV_INITRD",
+        "BINFMT_ELF",
+        "DEVTMPFS",
+        "PROC_FS",
+        "SYSFS",
+        "TMPFS",
+        "PRINTK",
+        "TTY",
+        "SERIAL_8250",
+        "SERIAL_8250_CONSOLE",
+        "SERIAL_8250_NR_UARTS=4",
+        "SERIAL_8250_RUNTIME_UARTS=4",
+        "MAGIC_SYSRQ",
+        "X86_IOPL_IOPERM",
+        "SMP",
+        "NUMA",
+        "ACPI",
+        "PCI",
+        "ACPI_NUMA",
+        "X86_64_ACPI_NUMA",
+        "FUTEX",
+        "FUTEX_PI",
+        "FUTEX_PRIVATE_HASH",
+        "FUTEX_MPOL",
+        "POSIX_TIMERS",
+        "MULTIUSER",
+        "PVPANIC",
+        "PVPANIC_MMIO",
+        "SOFTLOCKUP_DETECTOR",
+        "DETECT_HUNG_TASK",
+        "LKDTM",
+        "IA32_EMULATION",
+        "VIRTIO_PCI",
+        "VIRTIO_FS",
+    ];
+
+    /// What each shipped definition is, field by field, as the flat files
+    /// gave it: a change to how definitions are written must not change
+    /// what they build.
+    #[test]
+    fn shipped_definitions_are_what_they_were() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
+        let cases = [
+            Shipped {
+                name: "7.3",
+                description: "Debian's 7.3 source, tinyconfig + the guest fragment",
+                expect: None,
+                patches: &[],
+                fragments: &["guest.config"],
+                extra: &[],
+            },
+            Shipped {
+                name: "7.3-immutable",
+                description: "7.3 with the immutable private hash (seed 000_b592d6f44c015dd6, forward-ported)",
+                expect: Some("immutable=1"),
+                patches: &["7.3-immutable/0001-futex-Allow-to-make-the-private-hash-immutable.patch"],
+                fragments: &["guest.config"],
+                extra: &[],
+            },
+            Shipped {
+                name: "7.3-debug",
+                description: "7.3 with lockdep, DEBUG_ATOMIC_SLEEP, DEBUG_LIST and KASAN",
+                expect: None,
+                patches: &[],
+                fragments: &["guest.config", "debug.config"],
+                extra: &["PROVE_LOCKING", "DEBUG_ATOMIC_SLEEP", "DEBUG_LIST", "KASAN"],
+            },
+            Shipped {
+                name: "7.3-peers",
+                description: "7.3 for the peer tools (vmtest 9p root, virtme-ng): guest + peers fragments",
+                expect: None,
+                patches: &[],
+                fragments: &["guest.config", "peers.config"],
+                extra: &["9P_FS", "NET_9P_VIRTIO", "VIRTIO_CONSOLE", "CGROUPS", "OVERLAY_FS"],
+            },
+        ];
+        for c in &cases {
+            let name = c.name;
+            let def = load(&dir, name).unwrap();
+            assert_eq!(def.description, c.description, "{name}");
+            assert_eq!(def.version.as_deref(), Some("7.3"), "{name}");
+            assert_eq!(def.expect.as_deref(), c.expect, "{name}");
+            assert_eq!(
+                def.base,
+                BaseSpec::Debian {
+                    package: "linux-source-7.3".into()
+                },
+                "{name}"
+            );
+            assert_eq!(def.config_base, ConfigBase::Tinyconfig, "{name}");
+            let names = |v: &[InputFile]| v.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&def.patches), c.patches, "{name}");
+            assert_eq!(names(&def.fragments), c.fragments, "{name}");
+            let require: Vec<String> = def.require.iter().map(|r| r.to_string()).collect();
+            let want: Vec<String> = REQUIRE_73
+                .iter()
+                .chain(c.extra)
+                .map(|r| Requirement::parse(r).unwrap().to_string())
+                .collect();
+            assert_eq!(require, want, "{name}");
+            assert!(def.make_vars.is_empty(), "{name}");
+        }
     }
 }

@@ -16,6 +16,7 @@ pub mod plan;
 pub mod report;
 pub mod run;
 pub mod schema;
+mod validate;
 
 pub use model::{Cell, Matrix};
 use std::path::{Path, PathBuf};
