@@ -1,0 +1,385 @@
+//! `harness bisect-step`: one step at the tree's HEAD: its repetitions
+//! (through `--step-command`, or build + boot + test), their verdict and its
+//! `steps.jsonl` record. Knows nothing of the bisection around it.
+
+use super::git::git;
+use super::{
+    bench_specs, combine, decided, metric, read_steps, validate, verdict_from_cases, CommonArgs,
+    Perf, StepArgs, StepRecord, Verdict, BENCH_SUITE, EXIT_INTERRUPTED, EXIT_SKIP,
+};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// `harness bisect-step`: one step at the tree's HEAD. Returns the exit
+/// status for `git bisect run` (0, 1, 125; 130 when interrupted).
+pub async fn step(args: StepArgs) -> u8 {
+    let c = &args.common;
+    let t0 = Instant::now();
+    let (id, subject) = match (
+        git(&c.tree, &["rev-parse", "HEAD"]),
+        git(&c.tree, &["show", "-s", "--format=%s", "HEAD"]),
+    ) {
+        (Ok(i), Ok(s)) => (i.trim().to_string(), s.trim().to_string()),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("harness: bisect-step: {e}");
+            return EXIT_SKIP;
+        }
+    };
+    let perf = match Perf::of(c) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("harness: bisect-step: {e}");
+            return EXIT_SKIP;
+        }
+    };
+    let n = read_steps(&c.out).len() + 1;
+    let dir = c.out.join("steps").join(format!("{n:03}-{}", &id[..12]));
+    let _ = std::fs::create_dir_all(&dir);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let _ = crate::signals::install(cancel.clone());
+    let r = match &c.step_command {
+        Some(cmd) => command_reps(c, perf.as_ref(), cmd, &id, &dir),
+        None => kernel_reps(c, perf.as_ref(), &dir, &cancel).await,
+    };
+    let verdicts: Vec<Verdict> = r.reps.iter().map(|x| x.verdict).collect();
+    let values: Vec<Option<f64>> = match &perf {
+        Some(_) => r.reps.iter().map(|x| x.value).collect(),
+        None => Vec::new(),
+    };
+    let (verdict, value, reason) = match &perf {
+        Some(p) => {
+            let misses: Vec<String> = r
+                .reps
+                .iter()
+                .enumerate()
+                .filter(|(_, x)| x.value.is_none())
+                .map(|(i, x)| match r.reps.len() {
+                    1 => x.why.clone(),
+                    _ => format!("run {}: {}", i + 1, x.why),
+                })
+                .collect();
+            metric::judge(&p.metric, &p.threshold, &values, &misses)
+        }
+        None => (combine(&verdicts, c.bad_if), None, r.reason),
+    };
+    let rec = StepRecord {
+        step: n,
+        phase: args.phase.clone(),
+        commit: id.clone(),
+        subject,
+        verdict,
+        reps: verdicts,
+        reason,
+        build_seconds: r.build_s,
+        run_seconds: r.run_s,
+        dir,
+        metric: perf.as_ref().map(|p| p.metric.to_string()),
+        threshold: perf.as_ref().map(|p| p.threshold.to_string()),
+        values,
+        value,
+    };
+    let path = c.out.join("steps.jsonl");
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(rec.to_line().as_bytes()));
+    if let Err(e) = appended {
+        eprintln!("harness: bisect-step: {}: {e}", path.display());
+    }
+    println!(
+        "step {n} {} {}: {} ({}) in {:.0} s",
+        args.phase,
+        &id[..12],
+        verdict.name(),
+        rec.reason,
+        t0.elapsed().as_secs_f64()
+    );
+    if cancel.is_cancelled() {
+        return EXIT_INTERRUPTED;
+    }
+    verdict.exit_code()
+}
+
+/// What one repetition said.
+#[derive(Debug, Clone, PartialEq)]
+struct Rep {
+    /// Test bisection: from the cases; metric: the value against the threshold.
+    verdict: Verdict,
+    /// The metric's value (performance bisection).
+    value: Option<f64>,
+    /// Why (failed cases; why there is no value).
+    why: String,
+}
+
+impl Rep {
+    fn skip(why: impl Into<String>) -> Rep {
+        Rep {
+            verdict: Verdict::Skip,
+            value: None,
+            why: why.into(),
+        }
+    }
+
+    /// A repetition of a performance bisection from the bench output it
+    /// produced (`None`: no output at all).
+    fn measured(p: &Perf, ktap: Option<&str>, none: &str) -> Rep {
+        match ktap.map(|k| p.metric.value(k)) {
+            Some(Ok(v)) => Rep {
+                verdict: p.threshold.verdict(Some(v)),
+                value: Some(v),
+                why: String::new(),
+            },
+            Some(Err(e)) => Rep::skip(e),
+            None => Rep::skip(none),
+        }
+    }
+}
+
+/// A step's repetitions.
+struct Reps {
+    reps: Vec<Rep>,
+    /// The test bisection's reason (the repetitions' reasons).
+    reason: String,
+    build_s: f64,
+    run_s: f64,
+}
+
+/// Repetitions through `--step-command`. With a metric the command writes
+/// bench output (`# BENCH` lines) to `$HARNESS_BISECT_BENCH`, which is
+/// `run-<k>/results.ktap` like a real run's; its exit status then only
+/// counts as 125 (skip).
+fn command_reps(c: &CommonArgs, perf: Option<&Perf>, cmd: &str, id: &str, dir: &Path) -> Reps {
+    let t = Instant::now();
+    let mut reps = Vec::new();
+    for i in 0..c.repeat {
+        let run_dir = dir.join(format!("run-{}", i + 1));
+        let bench = run_dir.join("results.ktap");
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", cmd])
+            .current_dir(&c.tree)
+            .env("HARNESS_BISECT_COMMIT", id)
+            .env("HARNESS_BISECT_REP", i.to_string())
+            .env("HARNESS_BISECT_STEP_DIR", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        if perf.is_some() {
+            let _ = std::fs::create_dir_all(&run_dir);
+            let _ = std::fs::remove_file(&bench);
+            command.env("HARNESS_BISECT_BENCH", &bench);
+        }
+        let verdict = Verdict::from_exit(command.status().ok().and_then(|s| s.code()));
+        let rep = match perf {
+            None => Rep {
+                verdict,
+                value: None,
+                why: verdict.name().into(),
+            },
+            Some(_) if verdict == Verdict::Skip => Rep::skip("step command: skip"),
+            Some(p) => Rep::measured(
+                p,
+                std::fs::read_to_string(&bench).ok().as_deref(),
+                "the step command wrote no bench output to $HARNESS_BISECT_BENCH",
+            ),
+        };
+        reps.push(rep);
+        let verdicts: Vec<Verdict> = reps.iter().map(|r| r.verdict).collect();
+        if perf.is_none() && decided(&verdicts, c.bad_if) {
+            break;
+        }
+    }
+    let reason = format!(
+        "step command: {}",
+        reps.iter()
+            .map(|r| r.verdict.name())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    Reps {
+        reps,
+        reason,
+        build_s: 0.0,
+        run_s: t.elapsed().as_secs_f64(),
+    }
+}
+
+/// Build + boot + test repetitions.
+async fn kernel_reps(
+    c: &CommonArgs,
+    perf: Option<&Perf>,
+    dir: &Path,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Reps {
+    let skip = |why: String, b: f64| Reps {
+        reps: vec![Rep::skip(why.clone())],
+        reason: why,
+        build_s: b,
+        run_s: 0.0,
+    };
+    let (sel, topology) = match validate(c) {
+        Ok(v) => v,
+        Err(e) => return skip(e.to_string(), 0.0),
+    };
+    let def = match crate::kernel::definition::kernels_dir()
+        .and_then(|d| crate::kernel::definition::load(&d, &c.kernel))
+    {
+        Ok(d) => d,
+        Err(e) => return skip(e.to_string(), 0.0),
+    };
+    // Build.
+    let tb = Instant::now();
+    let mut opts = crate::kernel::build::BuildOptions::default();
+    if let Some(j) = c.jobs {
+        opts.jobs = j.max(1);
+    }
+    if c.no_ccache {
+        opts.ccache = false;
+    }
+    let (tree, obj, log) = (
+        std::path::absolute(&c.tree).unwrap_or(c.tree.clone()),
+        std::path::absolute(c.out.join("obj")).unwrap_or(c.out.join("obj")),
+        dir.join("build.log"),
+    );
+    let d2 = def.clone();
+    let built = tokio::task::spawn_blocking(move || {
+        crate::kernel::build::build_tree(&d2, &tree, &obj, &opts, &log, &|m| {
+            eprintln!("harness: {m}")
+        })
+    })
+    .await;
+    let build_s = tb.elapsed().as_secs_f64();
+    let image = match built {
+        Ok(Ok(p)) => p,
+        Ok(Err(e)) => {
+            return skip(
+                format!("build failed: {}", first_line(&e.to_string())),
+                build_s,
+            )
+        }
+        Err(e) => return skip(format!("build: {e}"), build_s),
+    };
+    if cancel.is_cancelled() {
+        return skip("interrupted".into(), build_s);
+    }
+    // Tests.
+    let expect = {
+        use guest_tests::expect::Expect;
+        let base = def
+            .version
+            .as_deref()
+            .map(|v| Expect::for_release(v).encode());
+        let parts: Vec<&str> = [base.as_deref(), def.expect.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if parts.is_empty() {
+            None
+        } else {
+            Expect::parse(&parts.join(",")).ok().map(|e| e.encode())
+        }
+    };
+    let tests: Vec<_> = match crate::suite::builtin(&sel.suite, expect.as_deref()) {
+        // Only the selected configurations: a bench run is minutes otherwise.
+        Ok(_) if sel.suite == BENCH_SUITE => vec![crate::bench::suite_test_with(
+            &bench_specs(&sel, topology.nodes().len()),
+            expect.as_deref(),
+        )],
+        Ok(t) => t
+            .into_iter()
+            .filter(|t| sel.binary_selected(&t.name))
+            .collect(),
+        Err(e) => return skip(e.to_string(), build_s),
+    };
+    if tests.is_empty() {
+        return skip(
+            format!("--test {}: no test of the suite matches", c.test),
+            build_s,
+        );
+    }
+    let qemu = match crate::host::find_qemu() {
+        Ok(q) => q,
+        Err(e) => return skip(e.to_string(), build_s),
+    };
+    let accel = match crate::host::choose_accel(
+        crate::host::AccelChoice::Auto,
+        &crate::host::probe_kvm(),
+    ) {
+        Ok((a, _)) => a,
+        Err(e) => return skip(e.to_string(), build_s),
+    };
+    let bins = match tokio::task::spawn_blocking(crate::guestbin::GuestBins::locate_or_build).await
+    {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return skip(e.to_string(), build_s),
+        Err(e) => return skip(e.to_string(), build_s),
+    };
+    let tr = Instant::now();
+    let mut reps: Vec<Rep> = Vec::new();
+    for i in 0..c.repeat {
+        // planner: this CellSpec, the setup above it and the JUnit write below copy the run setup.
+        let spec = crate::cell::CellSpec {
+            name: format!("bisect/{}/{}", c.topology, c.test),
+            kernel_label: format!("bisect:{}", c.kernel),
+            kernel_image: image.clone(),
+            topology_label: c.topology.clone(),
+            topology: topology.clone(),
+            suite_label: sel.suite.clone(),
+            tests: tests.clone(),
+            accel,
+            cmdline_extra: Vec::new(),
+            watchdog: None,
+            timeout_scale: c.timeout_scale,
+            boot_retries: crate::cell::DEFAULT_BOOT_RETRIES,
+            out_dir: dir.join(format!("run-{}", i + 1)),
+        };
+        match crate::cell::run(&spec, &qemu, &bins, cancel).await {
+            Ok(cell) => {
+                let report = crate::junit::report("harness bisect", std::slice::from_ref(&cell));
+                let _ = crate::junit::write_atomic(&report, &spec.out_dir.join("junit.xml"));
+                reps.push(match perf {
+                    None => {
+                        let (verdict, why) =
+                            verdict_from_cases(&crate::verdict::cases(&cell), &sel);
+                        Rep {
+                            verdict,
+                            value: None,
+                            why,
+                        }
+                    }
+                    // The number decides, not the cases: a configuration
+                    // that failed or a VM that died just has no value.
+                    Some(p) => {
+                        let ktap = std::fs::read(spec.out_dir.join("results.ktap"))
+                            .map(|b| String::from_utf8_lossy(&b).into_owned());
+                        let mut r = Rep::measured(p, ktap.ok().as_deref(), "no results.ktap");
+                        if r.value.is_none() && !matches!(cell.end, crate::result::VmEnd::Finished)
+                        {
+                            r.why = format!("{}; {}", r.why, crate::verdict::describe(&cell.end));
+                        }
+                        r
+                    }
+                });
+            }
+            Err(e) => reps.push(Rep::skip(format!("cell: {e}"))),
+        }
+        let verdicts: Vec<Verdict> = reps.iter().map(|r| r.verdict).collect();
+        if cancel.is_cancelled() || (perf.is_none() && decided(&verdicts, c.bad_if)) {
+            break;
+        }
+    }
+    let mut reasons: Vec<String> = reps.iter().map(|r| r.why.clone()).collect();
+    reasons.dedup();
+    Reps {
+        reps,
+        reason: reasons.join("; "),
+        build_s,
+        run_s: tr.elapsed().as_secs_f64(),
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
