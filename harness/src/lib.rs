@@ -16,7 +16,7 @@ pub mod host;
 pub mod initramfs;
 pub mod junit;
 pub mod kernel;
-pub mod kernelspec;
+pub use kernel::spec as kernelspec;
 pub mod kselftest;
 pub mod ktap;
 pub mod matrix;

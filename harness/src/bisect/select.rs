@@ -4,7 +4,7 @@
 
 use super::metric::{self, Metric, Threshold};
 use super::{BisectError, CommonArgs};
-use crate::matrix::glob;
+use crate::glob;
 
 /// The `--test` selection.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -265,22 +265,16 @@ async fn kernel_reps(
         return skip("interrupted".into(), build_s);
     }
     // Tests.
-    let expect = {
-        use guest_tests::expect::Expect;
-        let base = def
-            .version
-            .as_deref()
-            .map(|v| Expect::for_release(v).encode());
-        let parts: Vec<&str> = [base.as_deref(), def.expect.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect();
-        if parts.is_empty() {
-            None
-        } else {
-            Expect::parse(&parts.join(",")).ok().map(|e| e.encode())
-        }
+    // The checked-out commit as a kernel: the definition's version row and
+    // its own expectations, layered as for every other kernel.
+    let kernel = crate::kernelspec::ResolvedKernel {
+        path: image.clone(),
+        version: def.version.clone(),
+        description: format!("bisect:{}", c.kernel),
+        expect: def.expect.clone(),
+        origin: crate::kernelspec::KernelOrigin::Source,
     };
+    let expect = kernel.expectations(None).ok().flatten();
     let tests: Vec<_> = match crate::suite::builtin(&sel.suite, expect.as_deref()) {
         // Only the selected configurations: a bench run is minutes otherwise.
         Ok(_) if sel.suite == BENCH_SUITE => vec![crate::bench::suite_test_with(
@@ -299,46 +293,53 @@ async fn kernel_reps(
             build_s,
         );
     }
-    let qemu = match crate::host::find_qemu() {
-        Ok(q) => q,
+    let mut reporters = crate::reporter::Reporters::new();
+    let session = match crate::planner::Session::open(None, &mut reporters).await {
+        Ok(s) => s,
         Err(e) => return skip(e.to_string(), build_s),
     };
-    let accel = match crate::host::choose_accel(
-        crate::host::AccelChoice::Auto,
-        &crate::host::probe_kvm(),
-    ) {
+    let accel = match session.accel(crate::host::AccelChoice::Auto) {
         Ok((a, _)) => a,
-        Err(e) => return skip(e.to_string(), build_s),
-    };
-    let bins = match tokio::task::spawn_blocking(crate::guestbin::GuestBins::locate_or_build).await
-    {
-        Ok(Ok(b)) => b,
-        Ok(Err(e)) => return skip(e.to_string(), build_s),
         Err(e) => return skip(e.to_string(), build_s),
     };
     let tr = Instant::now();
     let mut reps: Vec<Rep> = Vec::new();
     for i in 0..c.repeat {
-        // planner: this CellSpec, the setup above it and the JUnit write below copy the run setup.
-        let spec = crate::cell::CellSpec {
-            name: format!("bisect/{}/{}", c.topology, c.test),
-            kernel_label: format!("bisect:{}", c.kernel),
-            kernel_image: image.clone(),
-            topology_label: c.topology.clone(),
-            topology: topology.clone(),
-            suite_label: sel.suite.clone(),
-            tests: tests.clone(),
+        let out_dir = dir.join(format!("run-{}", i + 1));
+        let mut req = crate::planner::CellRequest::new(
+            &format!("bisect:{}", c.kernel),
+            image.clone(),
+            &c.topology,
+            topology.clone(),
+            &sel.suite,
+            tests.clone(),
             accel,
-            cmdline_extra: Vec::new(),
-            watchdog: None,
-            timeout_scale: c.timeout_scale,
-            boot_retries: crate::cell::DEFAULT_BOOT_RETRIES,
-            out_dir: dir.join(format!("run-{}", i + 1)),
-        };
-        match crate::cell::run(&spec, &qemu, &bins, cancel).await {
-            Ok(cell) => {
-                let report = crate::junit::report("harness bisect", std::slice::from_ref(&cell));
-                let _ = crate::junit::write_atomic(&report, &spec.out_dir.join("junit.xml"));
+            out_dir.clone(),
+        );
+        req.name = format!("bisect/{}/{}", c.topology, c.test);
+        // Only the selected tests: the step's verdict is theirs.
+        req.topology_check = false;
+        req.timeout_scale = c.timeout_scale;
+        req.expect = expect.clone();
+        let cell = crate::planner::PlannedCell::Ready(Box::new(crate::planner::cell(0, req)));
+        let mut reporters = crate::reporter::Reporters::new();
+        reporters.add(crate::reporter::junit::Junit::new(
+            &out_dir.join("junit.xml"),
+            "harness bisect",
+        ));
+        let run = crate::runner::run(
+            &session,
+            vec![cell],
+            &crate::runner::RunOptions::serial(std::time::Duration::ZERO),
+            cancel,
+            &mut reporters,
+        )
+        .await;
+        let outcome = run.map(|mut o| o.remove(0));
+        match outcome {
+            Ok(crate::events::CellOutcome {
+                result: Some(cell), ..
+            }) => {
                 reps.push(match perf {
                     None => {
                         let (verdict, why) =
@@ -352,7 +353,7 @@ async fn kernel_reps(
                     // The number decides, not the cases: a configuration
                     // that failed or a VM that died just has no value.
                     Some(p) => {
-                        let ktap = std::fs::read(spec.out_dir.join("results.ktap"))
+                        let ktap = std::fs::read(out_dir.join("results.ktap"))
                             .map(|b| String::from_utf8_lossy(&b).into_owned());
                         let mut r = Rep::measured(p, ktap.ok().as_deref(), "no results.ktap");
                         if r.value.is_none() && !matches!(cell.end, crate::result::VmEnd::Finished)
@@ -363,6 +364,12 @@ async fn kernel_reps(
                     }
                 });
             }
+            Ok(o) => reps.push(Rep::skip(match o.status {
+                crate::events::CellStatus::Error(e) | crate::events::CellStatus::NotRun(e) => {
+                    format!("cell: {e}")
+                }
+                s => format!("cell: {}", s.word()),
+            })),
             Err(e) => reps.push(Rep::skip(format!("cell: {e}"))),
         }
         let verdicts: Vec<Verdict> = reps.iter().map(|r| r.verdict).collect();

@@ -10,6 +10,7 @@ pub mod definition;
 pub mod modules;
 pub mod patch;
 pub mod source;
+pub mod spec;
 pub mod virtiofs;
 
 // The apt format parsers are part of the archive client; the old path stays.

@@ -130,7 +130,6 @@ impl Matrix {
     }
 }
 
-
 /// `60s`, `10m`, `1h`, `90` (seconds).
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();

@@ -1,0 +1,165 @@
+//! Tidy checks (rust-analyzer's `tidy.rs` idea): ARCHITECTURE.md names
+//! every source file and guest binary, and the library's top-level modules
+//! import each other without a cycle. Quick tier.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .into()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn architecture_md_names_every_module_and_guest_binary() {
+    let root = root();
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    for src in ["harness/src", "guest-tests/src", "xtask/src"] {
+        let base = root.join(src);
+        let mut files = Vec::new();
+        rust_files(&base, &mut files);
+        for f in files {
+            let rel = f.strip_prefix(&base).unwrap();
+            let name = rel.file_name().unwrap().to_str().unwrap();
+            if name == "lib.rs" || rel.starts_with("bin") && src == "guest-tests/src" {
+                continue; // the crate itself; guest binaries are checked below
+            }
+            // A module is named by its file name, a directory module by
+            // `dir/`; a file in a directory also needs its directory named.
+            let parent = rel.parent().and_then(|p| p.file_name());
+            let wanted: Vec<String> = match (name, parent) {
+                ("mod.rs", Some(dir)) => vec![format!("{}/", dir.to_str().unwrap())],
+                (_, Some(dir)) => vec![name.to_string(), format!("{}/", dir.to_str().unwrap())],
+                (_, None) => vec![name.to_string()],
+            };
+            if wanted.iter().any(|w| !text.contains(w.as_str())) {
+                missing.push(format!("{src}/{}", rel.display()));
+            }
+        }
+    }
+    for b in guest_tests::binaries::ALL {
+        if !text.contains(&format!("`{}`", b.name)) {
+            missing.push(format!("guest binary {}", b.name));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not mention: {}",
+        missing.join(", ")
+    );
+}
+
+/// `crate::X` references of each top-level module of the library.
+fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let base = root().join("harness/src");
+    let mut files = Vec::new();
+    rust_files(&base, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&base).unwrap();
+        let top = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_str()
+            .unwrap();
+        let top = top.trim_end_matches(".rs").to_string();
+        if top == "lib" || top == "bin" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        let uses = graph.entry(top.clone()).or_default();
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (i, _) in line.match_indices("crate::") {
+                let name: String = line[i + 7..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != top {
+                    uses.insert(name);
+                }
+            }
+        }
+    }
+    let known: BTreeSet<String> = graph.keys().cloned().collect();
+    for uses in graph.values_mut() {
+        uses.retain(|u| known.contains(u));
+    }
+    graph
+}
+
+#[test]
+fn top_level_modules_have_no_import_cycle() {
+    let graph = module_graph();
+    // Depth-first search; a back edge is a cycle.
+    fn visit(
+        n: &str,
+        g: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match state.get(n) {
+            Some(1) => {
+                let at = path.iter().position(|p| p == n).unwrap_or(0);
+                let mut cycle = path[at..].to_vec();
+                cycle.push(n.to_string());
+                return Some(cycle);
+            }
+            Some(_) => return None,
+            None => {}
+        }
+        state.insert(n.to_string(), 1);
+        path.push(n.to_string());
+        for m in g.get(n).into_iter().flatten() {
+            if let Some(c) = visit(m, g, state, path) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in graph.keys() {
+        if let Some(c) = visit(n, &graph, &mut state, &mut Vec::new()) {
+            panic!("import cycle: {}", c.join(" -> "));
+        }
+    }
+    // The floors import nothing above them.
+    for floor in [
+        "suite", "verdict", "junit", "result", "ktap", "console", "glob",
+    ] {
+        let up: Vec<_> = graph[floor]
+            .iter()
+            .filter(|m| {
+                [
+                    "cell",
+                    "planner",
+                    "runner",
+                    "reporter",
+                    "matrix",
+                    "bench",
+                    "bisect",
+                    "kselftest",
+                ]
+                .contains(&m.as_str())
+            })
+            .collect();
+        assert!(up.is_empty(), "{floor} imports upward: {up:?}");
+    }
+}
