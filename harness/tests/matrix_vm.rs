@@ -67,7 +67,10 @@ fn mini_matrix_runs_end_to_end() {
     let m = dir.path().join("matrix.yaml");
     std::fs::write(&m, MINI).unwrap();
     let out = dir.path().join("out");
-    let r = harness(&m, &out, &[]).output().unwrap();
+    let json = dir.path().join("results.json");
+    let r = harness(&m, &out, &["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&r.stdout);
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert_eq!(
@@ -96,6 +99,26 @@ fn mini_matrix_runs_end_to_end() {
         );
         assert!(cell.join("console.log").is_file(), "{n}: console log");
     }
+    // The JSON reporter saw the same cells and cases as the JUnit one.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(doc["schema_version"], 1);
+    let cells = doc["cells"].as_array().unwrap();
+    let names: Vec<&str> = cells.iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, want);
+    for (c, n) in cells.iter().zip(want) {
+        assert_eq!(c["status"], "passed", "{c}");
+        let junit_cases = parse_junit(
+            &std::fs::read_to_string(out.join("cells").join(n).join("junit.xml")).unwrap(),
+        );
+        assert_eq!(
+            c["cases"].as_array().unwrap().len(),
+            junit_cases.len(),
+            "{n}"
+        );
+        assert_eq!(c["vm"]["accel"], "tcg");
+    }
+    assert!(doc["run"]["stats"]["cells_wall_s"].as_f64().unwrap() > 0.0);
     // The summary table: one row per kernel, one column per topology.
     let row = stdout
         .lines()

@@ -74,7 +74,12 @@ fn assert_pass(cases: &[Case], name: &str) {
 
 fn smoke_in(topology: &str, nodes: usize) {
     let _vm = vm_lock();
-    let r = harness(topology, "smoke", &[]);
+    let json = tempfile::NamedTempFile::new().unwrap();
+    let r = harness(
+        topology,
+        "smoke",
+        &["--json", json.path().to_str().unwrap()],
+    );
     assert_eq!(
         r.code(),
         Some(0),
@@ -104,6 +109,15 @@ fn smoke_in(topology: &str, nodes: usize) {
             .iter()
             .all(|c| c.failure.is_none() && c.skipped.is_none()),
         "{smoke:?}"
+    );
+    // The JSON reporter got the same cell from `run` as from `matrix`.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json.path()).unwrap()).unwrap();
+    assert_eq!(doc["cells"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["cells"][0]["status"], "passed");
+    assert_eq!(
+        doc["cells"][0]["cases"].as_array().unwrap().len(),
+        cases.len()
     );
     // The node count the guest saw, as it reported it.
     let ktap = std::fs::read_to_string(find(r.dir.path(), "results.ktap")).unwrap();

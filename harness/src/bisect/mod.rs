@@ -74,6 +74,15 @@ pub enum BisectError {
     Infra(String),
 }
 
+impl From<BisectError> for crate::error::Error {
+    fn from(e: BisectError) -> Self {
+        match e {
+            BisectError::Usage(_) => crate::error::Error::usage(e),
+            BisectError::Infra(_) => crate::error::Error::infra(e),
+        }
+    }
+}
+
 fn infra(what: impl std::fmt::Display) -> BisectError {
     BisectError::Infra(what.to_string())
 }

@@ -27,8 +27,6 @@ use tokio_util::sync::CancellationToken;
 const EXIT_OK: u8 = 0;
 /// Exit status when a test failed (or the VM died under a test).
 const EXIT_TESTS_FAILED: u8 = 1;
-/// Exit status for bad command lines and bad input files.
-const EXIT_USAGE: u8 = 2;
 /// Exit status when the infrastructure failed (QEMU missing, download failed, ...).
 const EXIT_INFRA: u8 = 69;
 
@@ -241,7 +239,7 @@ fn main() -> ExitCode {
                 reporters.add(Terminal::new(Shape::Steps, Vec::new()));
                 harness::bench::run(args, &mut reporters)
                     .await
-                    .map_err(anyhow::Error::from)
+                    .map_err(|e| anyhow::Error::from(Error::from(e)))
             }
             Command::Kernel(cmd) => tokio::task::spawn_blocking(move || kernel_cmd(cmd))
                 .await
@@ -260,45 +258,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// The one mapping of errors to exit statuses: an error that says its
-/// kind ([`harness::error::Error`]) decides; the rest are usage errors by
-/// type, and infrastructure otherwise.
+/// The one mapping of errors to exit statuses: every front door returns an
+/// [`Error`] that says its kind; anything else (a cache or build error of
+/// the `kernel` and `kselftest` tools) is the host's.
 fn exit_code_for(e: &anyhow::Error) -> u8 {
     if let Some(k) = e.chain().find_map(|c| c.downcast_ref::<Error>()) {
         return k.kind.exit_code();
     }
-    let usage = e.chain().any(|c| {
-        c.is::<harness::topology::TopologyError>()
-            || c.is::<harness::kernelspec::KernelSpecError>()
-            || matches!(
-                c.downcast_ref::<harness::bisect::BisectError>(),
-                Some(harness::bisect::BisectError::Usage(_))
-            )
-            || matches!(
-                c.downcast_ref::<harness::bench::BenchError>(),
-                Some(harness::bench::BenchError::Usage(_))
-            )
-            || matches!(
-                c.downcast_ref::<harness::share::ShareError>(),
-                Some(harness::share::ShareError::BadSpec { .. })
-            )
-            || matches!(
-                c.downcast_ref::<harness::kernelspec::ResolveError>(),
-                Some(harness::kernelspec::ResolveError::BadImage { .. })
-            )
-            || matches!(
-                c.downcast_ref::<harness::suite::SuiteError>(),
-                Some(
-                    harness::suite::SuiteError::Unknown { .. }
-                        | harness::suite::SuiteError::BadName { .. }
-                )
-            )
-    });
-    if usage {
-        EXIT_USAGE
-    } else {
-        EXIT_INFRA
-    }
+    EXIT_INFRA
 }
 
 async fn run(args: RunArgs) -> Result<u8, Error> {
@@ -472,7 +439,9 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
             i2.fire(sig);
         }
     });
-    let o = tokio::task::spawn_blocking(move || harness::bisect::run(&args, &exe, &intr)).await??;
+    let o = tokio::task::spawn_blocking(move || harness::bisect::run(&args, &exe, &intr))
+        .await?
+        .map_err(Error::from)?;
     Ok(o.exit)
 }
 
