@@ -1,25 +1,28 @@
 //! The static guest binaries: built from this workspace's `guest-tests`
-//! crate with `+crt-static` into a target dir of their own (so the host
-//! build's flags never mix with them), or taken from a directory given in
-//! `HARNESS_GUEST_BIN_DIR`.
+//! crate with `+crt-static` by the build script (`guestbin/cargo.rs`: a
+//! target dir of its own, so the host build's flags never mix with them),
+//! embedded in the binary and written into the cache once
+//! (`<cache>/guest-bins/<sha256>/`); or taken from a directory given in
+//! `HARNESS_GUEST_BIN_DIR`. Nothing is built at run time.
 
+mod cargo;
+
+use crate::kernel::cache::{Cache, CacheError};
+use crate::kernel::embedded::{materialise, Tree};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// Errors building or locating guest binaries.
+pub use cargo::{build_command, GUEST_TARGET, OUTER_CARGO_ENV};
+
+/// Environment variable naming a directory of guest binaries to use
+/// instead of the embedded ones.
+pub const GUEST_BIN_DIR_ENV: &str = "HARNESS_GUEST_BIN_DIR";
+
+/// Errors locating guest binaries.
 #[derive(Debug, thiserror::Error)]
 pub enum GuestBinError {
-    /// `cargo build` failed.
-    #[error("building the guest binaries failed ({status}); command: {command}")]
-    Build {
-        /// Exit status.
-        status: String,
-        /// The command line, to rerun by hand.
-        command: String,
-    },
-    /// cargo could not be started.
-    #[error("cannot run cargo to build the guest binaries: {0}")]
-    Cargo(#[source] std::io::Error),
+    /// The embedded binaries could not be written into the cache.
+    #[error("writing the guest binaries into the cache: {0}")]
+    Cache(#[from] CacheError),
     /// A binary is missing.
     #[error("guest binary {name:?} not found in {dir}")]
     Missing {
@@ -38,35 +41,12 @@ pub enum GuestBinError {
     },
 }
 
-/// The target triple guest binaries are built for.
-pub const GUEST_TARGET: &str = "x86_64-unknown-linux-gnu";
+include!(concat!(env!("OUT_DIR"), "/guest_bins.rs"));
 
-/// The workspace this harness was built from.
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."))
-}
-
-/// The `cargo build` command for the guest binaries (pure: returned, not run).
-pub fn build_command(workspace: &Path, target_dir: &Path) -> Command {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut c = Command::new(cargo);
-    c.current_dir(workspace)
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--package",
-            "guest-tests",
-            "--bins",
-        ])
-        .args(["--target", GUEST_TARGET])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .env("RUSTFLAGS", "-C target-feature=+crt-static");
-    c
+/// The guest binaries built into this harness (every one of
+/// `guest_tests::binaries::ALL`), with their hash.
+pub fn embedded() -> &'static Tree {
+    &GUEST_BINS
 }
 
 /// Where the guest binaries are.
@@ -77,25 +57,21 @@ pub struct GuestBins {
 }
 
 impl GuestBins {
-    /// `HARNESS_GUEST_BIN_DIR` if set, else builds them (incrementally)
-    /// under `<workspace>/target/guest`.
+    /// `HARNESS_GUEST_BIN_DIR` if set, else the embedded binaries, written
+    /// into the default cache the first time (see [`GuestBins::embedded_in`]).
+    /// The name is historical: nothing is built any more.
     pub fn locate_or_build() -> Result<GuestBins, GuestBinError> {
-        if let Some(dir) = std::env::var_os("HARNESS_GUEST_BIN_DIR") {
+        if let Some(dir) = std::env::var_os(GUEST_BIN_DIR_ENV) {
             return Ok(GuestBins { dir: dir.into() });
         }
-        let ws = workspace_root();
-        let target_dir = ws.join("target").join("guest");
-        let mut cmd = build_command(&ws, &target_dir);
-        let status = cmd.status().map_err(GuestBinError::Cargo)?;
-        if !status.success() {
-            return Err(GuestBinError::Build {
-                status: status.to_string(),
-                command: format!("{cmd:?}"),
-            });
-        }
-        Ok(GuestBins {
-            dir: target_dir.join(GUEST_TARGET).join("release"),
-        })
+        GuestBins::embedded_in(&Cache::from_env()?)
+    }
+
+    /// The embedded binaries in `<cache>/guest-bins/<sha256>/` (written,
+    /// executable, unless they are there already).
+    pub fn embedded_in(cache: &Cache) -> Result<GuestBins, GuestBinError> {
+        let dir = materialise(cache, "guest-bins", embedded(), 0o755)?;
+        Ok(GuestBins { dir })
     }
 
     /// Path of a built-in binary, checked to be static.
@@ -164,6 +140,36 @@ mod tests {
     }
 
     #[test]
+    fn every_guest_binary_is_embedded_static() {
+        let t = embedded();
+        let names: Vec<&str> = t.files.iter().map(|(n, _)| *n).collect();
+        let all: Vec<&str> = guest_tests::binaries::ALL.iter().map(|b| b.name).collect();
+        assert_eq!(names, all);
+        for (name, bytes) in t.files {
+            elf_static(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        t.assert_hash();
+    }
+
+    #[test]
+    fn embedded_binaries_are_written_once_into_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        let bins = GuestBins::embedded_in(&cache).unwrap();
+        assert_eq!(
+            bins.dir,
+            dir.path().join("guest-bins").join(embedded().hash)
+        );
+        let smoke = bins.path("smoke").unwrap();
+        let mode = std::fs::metadata(&smoke).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o111,
+            0o111
+        );
+        assert_eq!(GuestBins::embedded_in(&cache).unwrap().dir, bins.dir);
+    }
+
+    #[test]
     fn build_command_is_static_and_separate() {
         let c = build_command(Path::new("/ws"), Path::new("/ws/target/guest"));
         let args: Vec<_> = c
@@ -176,5 +182,9 @@ mod tests {
         assert!(args.windows(2).any(|w| w == ["--target", GUEST_TARGET]));
         assert!(c.get_envs().any(|(k, v)| k == "RUSTFLAGS"
             && v.is_some_and(|v| v.to_string_lossy().contains("crt-static"))));
+        // The outer build's flags and wrapper are removed, not inherited.
+        for var in ["CARGO_ENCODED_RUSTFLAGS", "RUSTC_WORKSPACE_WRAPPER"] {
+            assert!(c.get_envs().any(|(k, v)| k == var && v.is_none()), "{var}");
+        }
     }
 }

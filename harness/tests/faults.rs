@@ -803,7 +803,10 @@ fn sigint_and_sigterm_while_fetching_a_kernel_stop_at_once_leaving_no_file() {
         );
         let files: Vec<_> = walk(&cache)
             .into_iter()
-            .filter(|p| !p.starts_with(cache.join("locks")))
+            // The guest binaries are written whole before the fetch starts.
+            .filter(|p| {
+                !p.starts_with(cache.join("locks")) && !p.starts_with(cache.join("guest-bins"))
+            })
             .collect();
         assert!(files.is_empty(), "left in the cache: {files:?}");
     }
@@ -1341,68 +1344,4 @@ fn many_results_with_one_name_are_judged_in_linear_time() {
     );
     assert_eq!(cases[2].name, "top/same (3)");
     assert!(secs < 30.0, "{secs:.1} s");
-}
-
-#[test]
-fn sigint_and_sigterm_while_building_guest_binaries_stop_at_once() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        let d = tempfile::tempdir().unwrap();
-        let q = fake_qemu(d.path(), "QEMU emulator version 7.2.22");
-        // A slow "cargo build" standing in for the guest build.
-        let started = d.path().join("cargo-started");
-        let cargo = d.path().join("cargo");
-        std::fs::write(
-            &cargo,
-            format!(
-                "#!/bin/sh\nsleep 30 &\necho $! > '{0}.pid'\ntouch '{0}'\nwait\n",
-                started.display()
-            ),
-        )
-        .unwrap();
-        let mut perm = std::fs::metadata(&cargo).unwrap().permissions();
-        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
-        std::fs::set_permissions(&cargo, perm).unwrap();
-        // A well-formed (if unbootable) bzImage header: past the image check.
-        let mut img = vec![0u8; 8192];
-        img[0x1fe] = 0x55;
-        img[0x1ff] = 0xaa;
-        img[0x202..0x206].copy_from_slice(b"HdrS");
-        img[0x1f1] = 1;
-        let image = d.path().join("bzImage");
-        std::fs::write(&image, &img).unwrap();
-        let mut child = run_cmd(
-            d.path(),
-            &format!("path:{}", image.display()),
-            "nodes=1,cpus=1,mem=256M",
-            "smoke",
-            &[],
-        )
-        .env("HARNESS_QEMU", &q)
-        .env("CARGO", &cargo)
-        .env_remove("HARNESS_GUEST_BIN_DIR")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-        wait_for("the guest build to start", Duration::from_secs(60), || {
-            started.exists()
-        });
-        let t = Instant::now();
-        kill(child.id(), sig);
-        let st = child.wait().unwrap();
-        assert!(t.elapsed() < Duration::from_secs(10), "stopped late");
-        assert!(
-            st.signal() == Some(sig) || matches!(st.code(), Some(130) | Some(143)),
-            "{st:?}"
-        );
-        // No cell had started: no report, no QEMU.
-        assert!(!d.path().join("junit.xml").exists());
-        // The build (its own process) is not the harness's to stop; a
-        // terminal's Ctrl-C reaches it through the process group.
-        if let Ok(pid) = std::fs::read_to_string(format!("{}.pid", started.display())) {
-            if let Ok(pid) = pid.trim().parse::<u32>() {
-                kill(pid, libc::SIGKILL);
-            }
-        }
-    }
 }

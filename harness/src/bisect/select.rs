@@ -204,13 +204,15 @@ fn check_perf(c: &CommonArgs, p: &Perf, sel: &TestSel, nodes: usize) -> Result<(
     Ok(())
 }
 
-/// A topology spec, or a topology name of the workspace's matrix.yaml.
+/// A topology spec, or a topology name of the default matrix (`matrix::cli::default_matrix`).
 fn topology(s: &str) -> Result<crate::topology::Topology, BisectError> {
     if s.contains('=') {
         return crate::topology::Topology::parse_spec(s)
             .map_err(|e| BisectError::Usage(format!("--topology: {e}")));
     }
-    let path = crate::guestbin::workspace_root().join("matrix.yaml");
+    let path = crate::matrix::cli::default_matrix()
+        .map_err(|e| BisectError::Usage(format!("--topology {s}: {e}")))?
+        .path;
     let m = crate::matrix::load(&path)
         .map_err(|e| BisectError::Usage(format!("--topology {s}: {e}")))?;
     m.topologies

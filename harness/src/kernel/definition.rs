@@ -33,9 +33,9 @@ pub const KERNELS_DIR_ENV: &str = "HARNESS_KERNELS_DIR";
 /// Errors loading a definition.
 #[derive(Debug, thiserror::Error)]
 pub enum DefinitionError {
-    /// No `kernels/` directory could be found.
-    #[error("no kernels directory: set {KERNELS_DIR_ENV} or run inside the futex-harness tree")]
-    NoKernelsDir,
+    /// The shipped definitions could not be written into the cache.
+    #[error("writing the built-in kernel definitions into the cache: {0}")]
+    Shipped(#[from] super::cache::CacheError),
     /// No such definition.
     #[error("no kernel definition {name:?} in {dir} (known: {known})")]
     Unknown {
@@ -284,8 +284,9 @@ pub fn valid_name(name: &str) -> bool {
 }
 
 /// The kernels directory: `$HARNESS_KERNELS_DIR`, else the first `kernels/`
-/// with `*.yaml` in the current directory or its ancestors, else the one
-/// of the source tree this binary was built from.
+/// (with `fragments/`) in the current directory or its ancestors, else the
+/// definitions built into this binary, written into the cache once
+/// (`kernel::embedded`), so an installed harness needs no checkout.
 pub fn kernels_dir() -> Result<PathBuf, DefinitionError> {
     if let Some(d) = std::env::var_os(KERNELS_DIR_ENV).filter(|d| !d.is_empty()) {
         return Ok(PathBuf::from(d));
@@ -299,11 +300,7 @@ pub fn kernels_dir() -> Result<PathBuf, DefinitionError> {
             }
         }
     }
-    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
-    if looks_right(&built) {
-        return Ok(built);
-    }
-    Err(DefinitionError::NoKernelsDir)
+    Ok(super::embedded::kernels_dir()?)
 }
 
 /// Names of the definitions in `dir`, sorted.

@@ -7,6 +7,7 @@ pub mod config;
 pub mod deb;
 pub mod debian;
 pub mod definition;
+pub mod embedded;
 pub mod modules;
 pub mod patch;
 pub mod source;

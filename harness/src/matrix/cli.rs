@@ -7,17 +7,19 @@ use super::report;
 use super::run::{self, Budget, Options};
 use super::MatrixError;
 use crate::error::Error;
+use crate::kernel::cache::CacheError;
 use crate::reporter::junit::Junit;
 use crate::reporter::Reporters;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 /// `harness matrix`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MatrixArgs {
-    /// The matrix file.
-    #[arg(long, default_value = "matrix.yaml")]
-    pub matrix: PathBuf,
+    /// The matrix file [default: matrix.yaml in the current directory, else
+    /// the default matrix built into the harness].
+    #[arg(long, value_name = "FILE")]
+    pub matrix: Option<PathBuf>,
     /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
     #[arg(short = 'j', long = "jobs", default_value = "auto")]
     pub jobs: String,
@@ -61,6 +63,36 @@ pub struct MatrixArgs {
     pub debian_mirror: Option<String>,
 }
 
+/// The matrix file read when `--matrix` is not given, in the current directory.
+pub const DEFAULT_MATRIX: &str = "matrix.yaml";
+
+/// The matrix file used when `--matrix` is not given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultMatrix {
+    /// The file.
+    pub path: PathBuf,
+    /// Whether it is the matrix built into the harness (there is no
+    /// [`DEFAULT_MATRIX`] in the current directory).
+    pub built_in: bool,
+}
+
+/// [`DEFAULT_MATRIX`] in the current directory, else the default matrix
+/// built into the harness (written into the cache once, `kernel::embedded`),
+/// so an installed harness needs no checkout.
+pub fn default_matrix() -> Result<DefaultMatrix, CacheError> {
+    let here = Path::new(DEFAULT_MATRIX);
+    if here.is_file() {
+        return Ok(DefaultMatrix {
+            path: here.to_path_buf(),
+            built_in: false,
+        });
+    }
+    Ok(DefaultMatrix {
+        path: crate::kernel::embedded::matrix()?,
+        built_in: true,
+    })
+}
+
 /// `harness junit merge OUT IN...`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MergeArgs {
@@ -100,7 +132,20 @@ pub async fn matrix(
     cancel: CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Done, Error> {
-    let m = super::load(&args.matrix)?;
+    let path = match &args.matrix {
+        Some(p) => p.clone(),
+        None => {
+            let d = default_matrix().map_err(Error::infra)?;
+            if d.built_in {
+                eprintln!(
+                    "harness: no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix ({})",
+                    d.path.display()
+                );
+            }
+            d.path
+        }
+    };
+    let m = super::load(&path)?;
     let mut filters = Filters {
         kernel: args.kernel.clone(),
         topology: args.topology.clone(),

@@ -33,7 +33,7 @@ const EXIT_INFRA: u8 = 69;
 #[derive(Parser)]
 #[command(
     name = "harness",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HARNESS_GIT_COMMIT"), ")"),
     about = "Boot Linux kernels in QEMU NUMA topologies and run futex tests, reporting JUnit"
 )]
 struct Cli {
