@@ -46,7 +46,7 @@ include!(concat!(env!("OUT_DIR"), "/guest_bins.rs"));
 /// The guest binaries built into this harness (every one of
 /// `guest_tests::binaries::ALL`), with their hash.
 pub fn embedded() -> &'static Tree {
-    &GUEST_BINS
+    guest_bins()
 }
 
 /// Where the guest binaries are.

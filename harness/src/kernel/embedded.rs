@@ -43,7 +43,7 @@ include!(concat!(env!("OUT_DIR"), "/shipped.rs"));
 /// The `kernels/` tree and `matrix.yaml` of the checkout this binary was
 /// built from.
 pub fn shipped() -> &'static Tree {
-    &SHIPPED
+    shipped_tree()
 }
 
 /// The shipped tree written into the default cache: the directory holding
