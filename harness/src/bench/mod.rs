@@ -35,62 +35,70 @@ fn infra(e: impl std::fmt::Display) -> BenchError {
     BenchError::Infra(e.to_string())
 }
 
-/// `harness bench` options.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
+/// What `harness bench` was asked to do (the binary parses the command line).
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Kernel (`debian:<v>`, `source:<definition>` or `path:<bzImage>`); repeatable.
-    #[arg(long = "kernel", required = true)]
     pub kernels: Vec<String>,
     /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
-    #[arg(long = "topology", default_value = "nodes=2,cpus=2,mem=512M")]
     pub topologies: Vec<String>,
     /// Built-in configuration set: standard, seed, numa (ignored with --config
     /// unless given explicitly too).
-    #[arg(long)]
     pub set: Option<String>,
     /// A configuration `NAME[:KEY=VAL,...]` (see futex-bench --help); repeatable.
-    #[arg(long = "config", value_name = "SPEC")]
     pub configs: Vec<String>,
     /// Configuration the ratios are relative to (default: the first).
-    #[arg(long)]
     pub baseline: Option<String>,
     /// Rounds per configuration (interleaved).
-    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Seconds per round.
-    #[arg(long, default_value_t = 1.0)]
     pub runtime: f64,
     /// Worker threads per hash configuration (default: one per vCPU).
-    #[arg(long)]
     pub threads: Option<usize>,
     /// Futexes per thread (perf's default 1024).
-    #[arg(long)]
     pub futexes: Option<usize>,
     /// Kernel expectations for futex-bench (`immutable=1` makes a missing
     /// immutable hash FAIL); default: from the kernel version.
-    #[arg(long)]
     pub expect: Option<String>,
     /// Output directory (cells, bench.csv, bench.json, bench.svg).
-    #[arg(long, default_value = "harness-out/bench")]
     pub out: PathBuf,
     /// Accelerator.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
     /// Debian mirror for `debian:` kernels.
-    #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
     /// Do not run: write DIR/initramfs.cpio and DIR/argv (NUL-separated, a
     /// bare QEMU boot of the first kernel and topology with `--bare-suite`,
     /// serial ports to files, no QMP) and exit. Used by `cargo xtask bench-boot`.
-    #[arg(long, value_name = "DIR")]
     pub emit_bare: Option<PathBuf>,
     /// Suite for --emit-bare.
-    #[arg(long, default_value = "none")]
     pub bare_suite: String,
 }
 
+impl Default for Options {
+    /// The command line's defaults.
+    fn default() -> Options {
+        Options {
+            kernels: Vec::new(),
+            topologies: vec!["nodes=2,cpus=2,mem=512M".into()],
+            set: None,
+            configs: Vec::new(),
+            baseline: None,
+            rounds: 3,
+            runtime: 1.0,
+            threads: None,
+            futexes: None,
+            expect: None,
+            out: "harness-out/bench".into(),
+            accel: AccelChoice::Auto,
+            debian_mirror: None,
+            emit_bare: None,
+            bare_suite: "none".into(),
+        }
+    }
+}
+
 /// The futex-bench arguments for a run (what the `bench` suite passes too).
-pub fn guest_args(a: &BenchArgs, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
+pub fn guest_args(a: &Options, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
     let mut specs = Vec::new();
     if let Some(s) = &a.set {
         specs.extend(guest_tests::bench::named_set(s, nodes).ok_or_else(|| {
@@ -143,7 +151,7 @@ pub use crate::suite::{
 /// `--expect` alone when given (it is the whole statement); else what the
 /// resolved kernel's version and definition say (`source:7.3-immutable`
 /// declares `immutable=1`).
-fn expect_for(a: &BenchArgs, k: &ResolvedKernel) -> Option<String> {
+fn expect_for(a: &Options, k: &ResolvedKernel) -> Option<String> {
     a.expect
         .clone()
         .or_else(|| k.expectations(None).ok().flatten())
@@ -172,7 +180,7 @@ impl From<crate::error::Error> for BenchError {
 /// Runs the benchmark through the planner and runner (one cell per kernel
 /// x topology, one after another); returns the exit status (0 all
 /// measured or skipped, 1 something failed or is missing, 130 interrupted).
-pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchError> {
+pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError> {
     let mut topologies = Vec::new();
     for t in &a.topologies {
         topologies.push((
@@ -368,27 +376,23 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use std::time::Duration;
 
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: BenchArgs,
-    }
-
-    fn args(extra: &[&str]) -> BenchArgs {
-        let mut v = vec!["t", "--kernel", "debian:7.3.4"];
-        v.extend_from_slice(extra);
-        T::parse_from(v).a
+    fn args(change: impl FnOnce(&mut Options)) -> Options {
+        let mut o = Options {
+            kernels: vec!["debian:7.3.4".into()],
+            ..Options::default()
+        };
+        change(&mut o);
+        o
     }
 
     #[test]
     fn default_set_is_standard_with_numa_on_two_nodes() {
-        let (argv, names) = guest_args(&args(&[]), 2).unwrap();
+        let (argv, names) = guest_args(&args(|_| {}), 2).unwrap();
         assert_eq!(names[0], "global");
         assert!(names.contains(&"numa-own".to_string()));
-        assert!(!guest_args(&args(&[]), 1)
+        assert!(!guest_args(&args(|_| {}), 1)
             .unwrap()
             .1
             .contains(&"numa-own".to_string()));
@@ -399,16 +403,11 @@ mod tests {
     #[test]
     fn configs_and_knobs_reach_the_guest() {
         let (argv, names) = guest_args(
-            &args(&[
-                "--config",
-                "g:buckets=0",
-                "--config",
-                "b:b=16",
-                "--threads",
-                "3",
-                "--futexes",
-                "64",
-            ]),
+            &args(|o| {
+                o.configs = vec!["g:buckets=0".into(), "b:b=16".into()];
+                o.threads = Some(3);
+                o.futexes = Some(64);
+            }),
             2,
         )
         .unwrap();
@@ -416,11 +415,11 @@ mod tests {
         assert!(argv
             .iter()
             .any(|s| s.starts_with("g:mode=hash,threads=3,futexes=64,buckets=0")));
-        let e = guest_args(&args(&["--config", "g", "--config", "g"]), 1).unwrap_err();
+        let e = guest_args(&args(|o| o.configs = vec!["g".into(), "g".into()]), 1).unwrap_err();
         assert!(e.to_string().contains("twice"));
-        let e = guest_args(&args(&["--set", "nope"]), 1).unwrap_err();
+        let e = guest_args(&args(|o| o.set = Some("nope".into())), 1).unwrap_err();
         assert!(e.to_string().contains("standard, seed, numa"));
-        assert!(guest_args(&args(&["--rounds", "0"]), 1).is_err());
+        assert!(guest_args(&args(|o| o.rounds = 0), 1).is_err());
     }
 
     #[test]

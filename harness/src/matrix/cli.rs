@@ -1,6 +1,7 @@
-//! The `harness matrix` and `harness junit merge` front doors: arguments,
-//! selection, `--list`, then the planner and runner (`run`); the terminal
-//! output and the exit status are reporters of the binary.
+//! The `harness matrix` and `harness junit merge` front doors: a parsed
+//! [`Request`] (the binary owns the command line), selection, `--list`,
+//! then the planner and runner (`run`); the terminal output and the exit
+//! status are reporters of the binary.
 
 use super::plan::{self, Filters};
 use super::report;
@@ -12,62 +13,47 @@ use crate::reporter::Reporters;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
-/// `harness matrix`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct MatrixArgs {
+/// What `harness matrix` was asked to do (the binary's arguments, parsed).
+#[derive(Debug, Clone, Default)]
+pub struct Request {
     /// The matrix file.
-    #[arg(long, default_value = "matrix.yaml")]
     pub matrix: PathBuf,
     /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
-    #[arg(short = 'j', long = "jobs", default_value = "auto")]
     pub jobs: String,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
-    #[arg(long)]
     pub kernel: Vec<String>,
     /// Only topologies whose name matches (glob).
-    #[arg(long)]
     pub topology: Vec<String>,
     /// Only suites whose name matches (glob).
-    #[arg(long)]
     pub suite: Vec<String>,
     /// Only test cases whose `binary/case` name matches (glob); topology
     /// cases are always kept. `futex-numa/*` also skips the other binaries.
-    #[arg(long = "test", value_name = "GLOB")]
     pub test: Option<String>,
     /// List the selected cells (with shard assignments) and exit.
-    #[arg(long)]
     pub list: bool,
     /// With --list: list as JSON for a CI job matrix. Otherwise `--json
     /// FILE` writes the JSON results file (schema: docs/results.md).
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
-    #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
     /// Stop starting cells after the first unexpected result.
-    #[arg(long, conflicts_with = "keep_going")]
     pub fail_fast: bool,
     /// Run every cell whatever happens (the default).
-    #[arg(long)]
     pub keep_going: bool,
     /// Only the cells that did not pass in the last aggregate report under --out.
-    #[arg(long)]
     pub rerun_failed: bool,
     /// Reports and logs.
-    #[arg(long, default_value = "target/matrix")]
     pub out: PathBuf,
     /// Debian mirror for `debian:` kernels.
-    #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
 }
 
-/// `harness junit merge OUT IN...`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct MergeArgs {
+/// What `harness junit merge OUT IN...` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct MergeRequest {
     /// The merged report.
     pub out: PathBuf,
     /// Reports to join (shard reports), in order.
-    #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
@@ -96,7 +82,7 @@ pub enum Done {
 /// matrix's JUnit reporter (one file per cell and the aggregate) added to
 /// `reporters`.
 pub async fn matrix(
-    args: MatrixArgs,
+    args: Request,
     cancel: CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Done, Error> {
@@ -183,7 +169,7 @@ pub async fn matrix(
 }
 
 /// Runs `harness junit merge`.
-pub fn merge(args: MergeArgs) -> Result<(), Error> {
+pub fn merge(args: MergeRequest) -> Result<(), Error> {
     report::merge(&args.out, &args.inputs)?;
     println!(
         "merged {} reports into {}",

@@ -2,6 +2,7 @@
 //! tests, write JUnit. The edge: the command line, the terminal reporter
 //! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
 
+mod args;
 mod terminal;
 
 use anyhow::Context;
@@ -48,7 +49,7 @@ enum Command {
     /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
     Host,
     /// Run the cells of a matrix file (kernels x topologies x suites).
-    Matrix(harness::matrix::cli::MatrixArgs),
+    Matrix(args::MatrixArgs),
     /// JUnit report tools.
     #[command(subcommand)]
     Junit(JunitCommand),
@@ -57,7 +58,7 @@ enum Command {
     #[command(subcommand)]
     Kselftest(KselftestCommand),
     /// Benchmark futex configurations across kernels and topologies (see docs/bench.md).
-    Bench(harness::bench::BenchArgs),
+    Bench(args::BenchArgs),
     /// Kernels built from source (`kernels/<name>.yaml`).
     #[command(subcommand)]
     Kernel(KernelCmd),
@@ -72,7 +73,7 @@ enum Command {
 #[derive(Subcommand)]
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
-    Merge(harness::matrix::cli::MergeArgs),
+    Merge(args::MergeArgs),
 }
 
 #[derive(Subcommand)]
@@ -230,14 +231,16 @@ fn main() -> ExitCode {
             Command::Run(args) => run(*args).await.map_err(anyhow::Error::from),
             Command::Host => host_report(),
             Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
-            Command::Junit(JunitCommand::Merge(args)) => harness::matrix::cli::merge(args)
-                .map(|()| EXIT_OK)
-                .map_err(anyhow::Error::from),
+            Command::Junit(JunitCommand::Merge(args)) => {
+                harness::matrix::cli::merge(args.request())
+                    .map(|()| EXIT_OK)
+                    .map_err(anyhow::Error::from)
+            }
             Command::Kselftest(c) => kselftest(c).await,
             Command::Bench(args) => {
                 let mut reporters = Reporters::new();
                 reporters.add(Terminal::new(Shape::Steps, Vec::new()));
-                harness::bench::run(args, &mut reporters)
+                harness::bench::run(args.request(), &mut reporters)
                     .await
                     .map_err(|e| anyhow::Error::from(Error::from(e)))
             }
@@ -461,7 +464,8 @@ fn host_report() -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-async fn matrix(args: harness::matrix::cli::MatrixArgs) -> Result<u8, Error> {
+async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
+    let args = args.request();
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone())
         .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
