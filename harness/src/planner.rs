@@ -240,6 +240,54 @@ impl Session {
     }
 }
 
+/// Checks what can be checked of a kernel without the network or a build:
+/// a `source:` definition loads (and what it extends), a `path:` file is
+/// a bzImage. A usage error otherwise, before anything is fetched or booted.
+pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
+    match spec {
+        KernelSpec::Source(name) => {
+            let dir = crate::kernel::definition::kernels_dir().map_err(Error::usage)?;
+            crate::kernel::definition::load(&dir, name).map_err(Error::usage)?;
+        }
+        KernelSpec::Path(p) => {
+            crate::kernelspec::check_bzimage(p).map_err(|why| {
+                Error::usage(ResolveError::BadImage {
+                    path: p.clone(),
+                    why,
+                })
+            })?;
+        }
+        KernelSpec::Debian(_) => {}
+    }
+    Ok(())
+}
+
+/// A kernel that could not be resolved, with its kind: the user's fault
+/// for an unknown version or definition or a file that is not a kernel,
+/// the host's otherwise.
+pub fn resolve_error(e: Arc<ResolveError>) -> Error {
+    if e.is_usage() {
+        Error::usage(e)
+    } else {
+        Error::infra(e)
+    }
+}
+
+/// Checks a suite name against the registry (kselftest suites included).
+pub fn check_suite(name: &str) -> Result<(), Error> {
+    match suite::builtin(name, None) {
+        Ok(_) | Err(suite::SuiteError::NeedsBuild { .. }) => Ok(()),
+        Err(e) => Err(Error::usage(e)),
+    }
+}
+
+/// Checks an `--expect` string on its own (keys, values, contradictions).
+pub fn check_expect(expect: &str) -> Result<(), Error> {
+    guest_tests::expect::Expect::parse(expect)
+        .map(|_| ())
+        .map_err(|e| Error::usage(format!("--expect {expect:?}: {e}")))
+}
+
 /// A cell name component: no `/`, no spaces.
 pub fn sanitize(s: &str) -> String {
     s.chars()

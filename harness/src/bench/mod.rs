@@ -195,7 +195,11 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError
             KernelSpec::parse(k).map_err(|e| BenchError::Usage(e.to_string()))?,
         ));
     }
-    // Every configuration checked before anything is fetched or booted.
+    // Every kernel and configuration checked before anything is fetched
+    // or booted.
+    for (_, spec) in &kernels {
+        crate::planner::check_kernel(spec)?;
+    }
     for (_, topo) in &topologies {
         guest_args(&a, topo.nodes().len())?;
     }

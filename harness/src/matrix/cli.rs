@@ -99,6 +99,9 @@ pub async fn matrix(
         filters.only = Some(names);
     }
     let selected = plan::select(&m, &filters);
+    if selected.is_empty() && !args.rerun_failed {
+        return Err(MatrixError::Usage(no_match(&m, &filters)).into());
+    }
     let (shard_i, shard_n) = match &args.shard {
         Some(s) => plan::parse_shard(s)?,
         None => (1, 1),
@@ -121,7 +124,7 @@ pub async fn matrix(
                 .unwrap_or_default()
                 + "\n"
         } else {
-            plan::list_text(&m, &selected, shard_n)
+            plan::list_shard_text(&m, &selected, shard_n, args.shard.as_ref().map(|_| shard_i))
         };
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
@@ -140,6 +143,15 @@ pub async fn matrix(
     if cells.is_empty() {
         eprintln!("harness: no cells selected");
         return Ok(Done::Nothing);
+    }
+    // Every selected kernel checked before anything is fetched or booted.
+    let mut checked = std::collections::BTreeSet::new();
+    for &c in &cells {
+        let k = &m.kernels[m.cells[c].kernel];
+        if checked.insert(k.spec_text.clone()) {
+            crate::planner::check_kernel(&k.spec)
+                .map_err(|e| Error::usage(format!("kernel {} ({}): {e}", k.name, k.spec_text)))?;
+        }
     }
     let budget = Budget::from_host(jobs);
     let opts = Options {
@@ -166,6 +178,34 @@ pub async fn matrix(
     }
     run::run(&m, &cells, &opts, &cancel, reporters).await?;
     Ok(Done::Ran)
+}
+
+/// Why a selection matched nothing, with the names that exist (a typo in
+/// `--kernel` must not turn CI green).
+fn no_match(m: &super::Matrix, f: &Filters) -> String {
+    let names = |v: Vec<&str>| v.join(", ");
+    format!(
+        "no cell of {} matches{}{}{}; kernels: {}; topologies: {}; suites: {}",
+        m.path.display(),
+        if f.kernel.is_empty() {
+            String::new()
+        } else {
+            format!(" --kernel {}", f.kernel.join(","))
+        },
+        if f.topology.is_empty() {
+            String::new()
+        } else {
+            format!(" --topology {}", f.topology.join(","))
+        },
+        if f.suite.is_empty() {
+            String::new()
+        } else {
+            format!(" --suite {}", f.suite.join(","))
+        },
+        names(m.kernels.iter().map(|k| k.name.as_str()).collect()),
+        names(m.topologies.iter().map(|t| t.name.as_str()).collect()),
+        names(m.suites.iter().map(|s| s.name.as_str()).collect()),
+    )
 }
 
 /// Runs `harness junit merge`.

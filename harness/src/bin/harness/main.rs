@@ -48,6 +48,18 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
     Host,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of harness, or with --dir write one page
+    /// per subcommand there.
+    Man {
+        /// Write `harness.1` and `harness-<subcommand>.1` into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run the cells of a matrix file (kernels x topologies x suites).
     Matrix(args::MatrixArgs),
     /// JUnit report tools.
@@ -230,6 +242,12 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run(*args).await.map_err(anyhow::Error::from),
             Command::Host => host_report(),
+            Command::Completions { shell } => {
+                let mut cmd = <Cli as clap::CommandFactory>::command();
+                clap_complete::generate(shell, &mut cmd, "harness", &mut std::io::stdout());
+                Ok(EXIT_OK)
+            }
+            Command::Man { dir } => man(dir),
             Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
             Command::Junit(JunitCommand::Merge(args)) => {
                 harness::matrix::cli::merge(args.request())
@@ -255,10 +273,28 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("harness: error: {e:#}");
+            eprintln!("harness: error: {}", error_text(&e));
             ExitCode::from(exit_code_for(&e))
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: a cause whose
+/// text its parent already printed (`cannot create X: <io error>` over the
+/// io error) is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }
 
 /// The one mapping of errors to exit statuses: every front door returns an
@@ -275,6 +311,11 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     // Everything the command line says, checked before the host is touched.
     let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
     let kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
+    harness::planner::check_kernel(&kernel)?;
+    harness::planner::check_suite(&args.suite)?;
+    if let Some(e) = &args.expect {
+        harness::planner::check_expect(e)?;
+    }
     let explicit_shares = args
         .shares
         .iter()
@@ -305,7 +346,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     let resolved = session
         .kernel(&args.kernel, &kernel, &mut reporters, Some(download_bar()))
         .await
-        .map_err(resolve_error)?;
+        .map_err(harness::planner::resolve_error)?;
     let expect = resolved
         .expectations(args.expect.as_deref())
         .map_err(|e| Error::usage(format!("--expect: {e}")))?;
@@ -394,15 +435,6 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     Ok(exit.code())
 }
 
-/// A kernel that could not be resolved: the user's fault when the file is
-/// not a kernel, the host's otherwise.
-fn resolve_error(e: std::sync::Arc<harness::kernelspec::ResolveError>) -> Error {
-    match &*e {
-        harness::kernelspec::ResolveError::BadImage { .. } => Error::usage(e),
-        _ => Error::infra(e),
-    }
-}
-
 /// A progress bar for a kernel download.
 fn download_bar() -> Box<dyn FnMut(harness::kernel::debian::Progress) + Send> {
     let bar = indicatif::ProgressBar::new(0);
@@ -446,6 +478,22 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
         .await?
         .map_err(Error::from)?;
     Ok(o.exit)
+}
+
+/// `harness man`: the roff page of the command (stdout), or every
+/// subcommand's page written into `dir`.
+fn man(dir: Option<PathBuf>) -> anyhow::Result<u8> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    match dir {
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir)
+                .with_context(|| format!("writing man pages into {}", dir.display()))?;
+            println!("man pages in {}", dir.display());
+        }
+    }
+    Ok(EXIT_OK)
 }
 
 /// `harness host`: the facts `--accel auto` decides from.
