@@ -177,10 +177,22 @@ impl From<crate::error::Error> for BenchError {
     }
 }
 
+/// What a benchmark run found beyond its cells' statuses (which the
+/// reporters saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measured {
+    /// `--emit-bare`: nothing ran.
+    Nothing,
+    /// Every configuration measured (or skipped with a reason).
+    All,
+    /// A configuration failed or has no number: an unexpected result.
+    Missing,
+}
+
 /// Runs the benchmark through the planner and runner (one cell per kernel
-/// x topology, one after another); returns the exit status (0 all
-/// measured or skipped, 1 something failed or is missing, 130 interrupted).
-pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError> {
+/// x topology, one after another). The run's exit status is the exit
+/// reporter's, raised to 1 when a configuration is [`Measured::Missing`].
+pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, BenchError> {
     let mut topologies = Vec::new();
     for t in &a.topologies {
         topologies.push((
@@ -228,7 +240,7 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError
             topologies[0].0,
             dir.display()
         );
-        return Ok(0);
+        return Ok(Measured::Nothing);
     }
 
     let cancel = CancellationToken::new();
@@ -334,8 +346,7 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError
                 o.meta.out_dir.join("console.log").display()
             );
         }
-        any_bad |= !o.status.ok()
-            || cell_rows
+        any_bad |= cell_rows
                 .iter()
                 .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
         rows.extend(cell_rows);
@@ -371,10 +382,11 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError
         json.display(),
         svg.display()
     );
-    if cancel.is_cancelled() {
-        return Ok(crate::error::exit::INTERRUPTED);
-    }
-    Ok(u8::from(any_bad))
+    Ok(if any_bad {
+        Measured::Missing
+    } else {
+        Measured::All
+    })
 }
 
 #[cfg(test)]

@@ -256,11 +256,18 @@ fn main() -> ExitCode {
             }
             Command::Kselftest(c) => kselftest(c).await,
             Command::Bench(args) => {
+                let exit = ExitStatus::new();
                 let mut reporters = Reporters::new();
+                reporters.add(exit.clone());
                 reporters.add(Terminal::new(Shape::Steps, Vec::new()));
-                harness::bench::run(args.request(), &mut reporters)
-                    .await
-                    .map_err(|e| anyhow::Error::from(Error::from(e)))
+                match harness::bench::run(args.request(), &mut reporters).await {
+                    Ok(harness::bench::Measured::Nothing) => Ok(EXIT_OK),
+                    Ok(harness::bench::Measured::Missing) if exit.code() == EXIT_OK => {
+                        Ok(EXIT_TESTS_FAILED)
+                    }
+                    Ok(_) => Ok(exit.code()),
+                    Err(e) => Err(anyhow::Error::from(Error::from(e))),
+                }
             }
             Command::Kernel(cmd) => tokio::task::spawn_blocking(move || kernel_cmd(cmd))
                 .await
