@@ -347,8 +347,8 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
             );
         }
         any_bad |= cell_rows
-                .iter()
-                .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
+            .iter()
+            .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
         rows.extend(cell_rows);
     }
     let baseline = baseline.unwrap_or_default();
