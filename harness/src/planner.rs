@@ -262,6 +262,25 @@ pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
     Ok(())
 }
 
+/// The pre-boot check of a `path:` image for a topology
+/// ([`crate::kernel::preboot`]): `Err` (a usage error) names every option
+/// the guest lacks with the line that fixes it; `Ok(Some(note))` when the
+/// image's configuration could not be found (it boots, with the note).
+/// Definitions (`source:`) are checked when they are built, Debian's
+/// kernels have everything.
+pub fn preboot(kernel: &ResolvedKernel, topology: &Topology) -> Result<Option<String>, Error> {
+    if kernel.origin != crate::kernelspec::KernelOrigin::Path {
+        return Ok(None);
+    }
+    preboot_image(&kernel.path, topology)
+}
+
+/// [`preboot`] of an image file, before anything else is done with it.
+pub fn preboot_image(image: &Path, topology: &Topology) -> Result<Option<String>, Error> {
+    crate::kernel::preboot::check(image, topology.nodes().len(), topology.cpus())
+        .map_err(Error::usage)
+}
+
 /// A kernel that could not be resolved, with its kind: the user's fault
 /// for an unknown version or definition or a file that is not a kernel,
 /// the host's otherwise.

@@ -134,3 +134,63 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
     );
     assert!(bad.is_empty(), "{}", bad.join("\n\n"));
 }
+
+/// A `.config` with everything the guest needs.
+const GOOD_CONFIG: &str = "CONFIG_BLK_DEV_INITRD=y\nCONFIG_BINFMT_ELF=y\nCONFIG_DEVTMPFS=y\n\
+    CONFIG_PROC_FS=y\nCONFIG_SYSFS=y\nCONFIG_TTY=y\nCONFIG_SERIAL_8250=y\n\
+    CONFIG_SERIAL_8250_CONSOLE=y\nCONFIG_SERIAL_8250_RUNTIME_UARTS=4\n\
+    CONFIG_X86_IOPL_IOPERM=y\nCONFIG_FUTEX=y\nCONFIG_SMP=y\nCONFIG_NUMA=y\n\
+    CONFIG_ACPI=y\nCONFIG_ACPI_NUMA=y\nCONFIG_PCI=y\nCONFIG_X86_64_ACPI_NUMA=y\n";
+
+/// A `path:` image whose `.config` lacks what the guest needs is refused
+/// before QEMU starts (QEMU here does not exist: a 69 would mean the check
+/// came too late), naming each option and the line that fixes it.
+#[test]
+fn a_path_kernel_lacking_guest_options_is_refused_before_boot() {
+    let d = tempfile::tempdir().unwrap();
+    let mut img = vec![0u8; 8192];
+    img[0x1fe] = 0x55;
+    img[0x1ff] = 0xaa;
+    img[0x202..0x206].copy_from_slice(b"HdrS");
+    img[0x1f1] = 1;
+    let run = |config: &str, topology: &str| {
+        let dir = tempfile::tempdir_in(d.path()).unwrap();
+        std::fs::write(dir.path().join("bzImage"), &img).unwrap();
+        std::fs::write(dir.path().join(".config"), config).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(["run", "--kernel"])
+            .arg(format!("path:{}", dir.path().join("bzImage").display()))
+            .args(["--topology", topology, "--suite", "smoke"])
+            .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let no_ioperm = GOOD_CONFIG.replace(
+        "CONFIG_X86_IOPL_IOPERM=y\n",
+        "# CONFIG_X86_IOPL_IOPERM is not set\n",
+    );
+    let (code, err) = run(&no_ioperm, "nodes=1,cpus=1,mem=256M");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("lacks what the guest needs for 1 node(s) x 1 vCPU(s)")
+            && err.contains(
+                "CONFIG_X86_IOPL_IOPERM=y    # guest-init ends QEMU through isa-debug-exit (ioperm) (is not set)"
+            ),
+        "{err}"
+    );
+    let no_acpi_numa = GOOD_CONFIG.replace("CONFIG_ACPI_NUMA=y\n", "");
+    let (code, err) = run(&no_acpi_numa, "nodes=2,cpus=1,mem=256M");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("CONFIG_ACPI_NUMA=y    # the kernel reads the nodes from SRAT (is not set)"),
+        "{err}"
+    );
+    // One node does not need ACPI_NUMA: past the check, to the host (69).
+    let (code, err) = run(&no_acpi_numa, "nodes=1,cpus=1,mem=256M");
+    assert_eq!(code, Some(69), "{err}");
+    assert!(err.contains("qemu-system-x86_64 not found"), "{err}");
+}

@@ -280,6 +280,9 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
                     continue;
                 }
             };
+            if let Some(note) = planner::preboot(resolved, topo)? {
+                reporters.step(&note).map_err(infra)?;
+            }
             let expect = expect_for(&a, resolved);
             if let Some(e) = &expect {
                 args.push("--expect".into());

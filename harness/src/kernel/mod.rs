@@ -9,6 +9,7 @@ pub mod debian;
 pub mod definition;
 pub mod modules;
 pub mod patch;
+pub mod preboot;
 pub mod source;
 pub mod spec;
 pub mod virtiofs;

@@ -110,6 +110,12 @@ async fn plan_cell(
         .kernel(&kernel.spec_text, &kernel.spec, reporters, None)
         .await
         .map_err(|e| format!("kernel {}: {e}", kernel.spec_text))?;
+    let topo = &m.topologies[cell.topology];
+    if let Some(note) =
+        crate::planner::preboot(&resolved, &topo.topology).map_err(|e| e.to_string())?
+    {
+        let _ = reporters.step(&format!("{}: {note}", cell.name));
+    }
     let wanted = cell.artifacts || !cell.shares.is_empty();
     let (daemon, support) = session
         .share_inputs(
@@ -130,7 +136,6 @@ async fn plan_cell(
             .map_err(|e| format!("{name}: {e}"))?,
         _ => m.suite_tests(cell),
     };
-    let topo = &m.topologies[cell.topology];
     let mut req = CellRequest::new(
         &kernel.spec_text,
         resolved.path.clone(),

@@ -256,6 +256,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
     let kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
     harness::planner::check_kernel(&kernel)?;
+    // A `path:` image is checked against the topology before anything
+    // else (the note, when it has no config, is said once the run starts).
+    let preboot_note = match &kernel {
+        KernelSpec::Path(p) => harness::planner::preboot_image(p, &topology)?,
+        _ => None,
+    };
     harness::planner::check_suite(&args.suite)?;
     if let Some(e) = &args.expect {
         harness::planner::check_expect(e)?;
@@ -279,6 +285,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     let mut reporters = Reporters::new();
     reporters.add(exit.clone());
     let t0 = std::time::Instant::now();
+    if let Some(note) = preboot_note {
+        reporters.step(&note)?;
+    }
     let mut session = Session::open(args.debian_mirror.clone(), &mut reporters).await?;
     let (accel, note) = session.accel(args.accel).map_err(Error::infra)?;
     if let Some(n) = note {
