@@ -35,8 +35,8 @@ pub struct Session {
     pub qemu: Arc<Qemu>,
     /// Whether KVM works here.
     pub kvm: Kvm,
-    /// The static guest binaries.
-    pub bins: Arc<GuestBins>,
+    /// The static guest binaries, once built ([`Session::guest_bins`]).
+    bins: Option<Arc<GuestBins>>,
     /// Debian mirror override (`--debian-mirror`).
     pub mirror: Option<String>,
     kernels: BTreeMap<String, Result<ResolvedKernel, Arc<ResolveError>>>,
@@ -50,23 +50,37 @@ fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, Error> {
 }
 
 impl Session {
-    /// Finds QEMU, probes KVM and builds (or finds) the guest binaries.
-    pub async fn open(mirror: Option<String>, reporters: &mut Reporters) -> Result<Session, Error> {
+    /// Finds QEMU and probes KVM (the guest binaries come later, once the
+    /// arguments that need no build have been checked).
+    pub async fn open(
+        mirror: Option<String>,
+        _reporters: &mut Reporters,
+    ) -> Result<Session, Error> {
         let qemu = host::find_qemu().map_err(Error::infra)?;
         let kvm = host::probe_kvm();
-        reporters.step("building guest binaries")?;
-        let bins = join(tokio::task::spawn_blocking(GuestBins::locate_or_build).await)?
-            .map_err(Error::infra)?;
         Ok(Session {
             qemu: Arc::new(qemu),
             kvm,
-            bins: Arc::new(bins),
+            bins: None,
             mirror,
             kernels: BTreeMap::new(),
             kselftests: BTreeMap::new(),
             supports: BTreeMap::new(),
             daemon: None,
         })
+    }
+
+    /// The static guest binaries, built (or found) once per session.
+    pub async fn guest_bins(&mut self, reporters: &mut Reporters) -> Result<Arc<GuestBins>, Error> {
+        if let Some(b) = &self.bins {
+            return Ok(b.clone());
+        }
+        reporters.step("building guest binaries")?;
+        let bins = join(tokio::task::spawn_blocking(GuestBins::locate_or_build).await)?
+            .map_err(Error::infra)?;
+        let bins = Arc::new(bins);
+        self.bins = Some(bins.clone());
+        Ok(bins)
     }
 
     /// What reports say about the host.

@@ -255,8 +255,14 @@ fn accel_kvm_without_hardware_kvm_is_a_clear_error() {
     }
     let d = tempfile::tempdir().unwrap();
     let q = fake_qemu(d.path(), "QEMU emulator version 7.2.22");
+    // A well-formed bzImage header: the image is checked first (exit 2).
+    let mut bytes = vec![0u8; 8192];
+    bytes[0x1fe] = 0x55;
+    bytes[0x1ff] = 0xaa;
+    bytes[0x202..0x206].copy_from_slice(b"HdrS");
+    bytes[0x1f1] = 1;
     let img = d.path().join("bzImage");
-    std::fs::write(&img, b"x").unwrap();
+    std::fs::write(&img, &bytes).unwrap();
     let out = run_cmd(
         d.path(),
         &format!("path:{}", img.display()),

@@ -234,7 +234,8 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
             suite::builtin(&a.bare_suite, expect_for(&a, &resolved).as_deref())
                 .map_err(|e| BenchError::Usage(e.to_string()))?,
         );
-        bare::emit(dir, &resolved.path, topo, accel, &tests, &session.bins).map_err(infra)?;
+        let bins = session.guest_bins(reporters).await?;
+        bare::emit(dir, &resolved.path, topo, accel, &tests, &bins).map_err(infra)?;
         eprintln!(
             "harness: bare boot of {label} {} written to {}",
             topologies[0].0,
@@ -320,7 +321,7 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
         }
     }
     let outcomes = crate::runner::run(
-        &session,
+        &mut session,
         planned,
         &RunOptions::serial(t0.elapsed()),
         &cancel,

@@ -178,6 +178,8 @@ pub async fn run(
     std::fs::create_dir_all(&opts.out_dir)
         .map_err(|e| Error::infra(format!("cannot create {}: {e}", opts.out_dir.display())))?;
     let mut session = Session::open(opts.debian_mirror.clone(), reporters).await?;
+    // Built first: a broken guest build ends the run before any download.
+    session.guest_bins(reporters).await?;
     let mut planned = Vec::new();
     for (i, &c) in cells.iter().enumerate() {
         let meta = meta(m, i, c, &opts.out_dir);
@@ -202,7 +204,7 @@ pub async fn run(
         order: Some(order),
         prepare: t0.elapsed(),
     };
-    crate::runner::run(&session, planned, &run_opts, cancel, reporters).await
+    crate::runner::run(&mut session, planned, &run_opts, cancel, reporters).await
 }
 
 #[cfg(test)]

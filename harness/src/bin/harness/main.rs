@@ -366,6 +366,8 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         Shape::Cases,
         vec![format!("JUnit: {}", junit_path.display())],
     ));
+    // Built before the handlers: a signal during the build ends it at once.
+    session.guest_bins(&mut reporters).await?;
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();
@@ -378,7 +380,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         session.qemu.version
     ))?;
     harness::runner::run(
-        &session,
+        &mut session,
         vec![PlannedCell::Ready(Box::new(cell))],
         &RunOptions::serial(t0.elapsed()),
         &cancel,
