@@ -1,9 +1,10 @@
 //! Runs each test case of a binary in a freshly exec'd process.
 //!
 //! A futex test must start in a process that has never created a thread:
-//! the first `clone(CLONE_VM)` allocates the private futex hash. So the
-//! binary re-executes itself with `--case NAME` for every case; the parent
-//! only spawns, waits (with a timeout) and prints KTAP.
+//! the first `clone(CLONE_VM)` allocates the private futex hash
+//! (`docs/futex-abi.md` section 7). So the binary re-executes itself with
+//! `--case NAME` for every case; the parent only spawns, waits (with a
+//! timeout) and prints KTAP.
 //!
 //! Child protocol on stdout: any number of `# ...` diagnostic lines, then
 //! exactly one of `RESULT PASS`, `RESULT FAIL <why>`, `RESULT SKIP <why>`.

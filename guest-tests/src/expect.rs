@@ -3,7 +3,7 @@
 //!
 //! A test that finds a feature missing where it is expected FAILS; where the
 //! expectation says it is absent, the test checks the absent behaviour
-//! (e.g. EINVAL) instead of skipping. See `futex-abi.md` section 4.
+//! (e.g. EINVAL) instead of skipping. See `docs/futex-abi.md` section 4.
 
 /// Which clones trigger automatic private-hash allocation/growth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +64,9 @@ pub struct Expect {
     pub mpol: bool,
     /// Automatic sizing trigger.
     pub growth: Growth,
-    /// futex_requeue rejects entries whose flags differ (EINVAL): the
-    /// stable fix "mandate both flags are identical" (19f94b390586).
-    /// Without it a mismatched pair is accepted.
+    /// futex_requeue rejects entries whose flags differ (EINVAL): "futex:
+    /// Require sys_futex_requeue() to have identical flags" (19f94b390586,
+    /// 7.0, backported to stable). Without it a mismatched pair is accepted.
     pub requeue_same_flags: bool,
 }
 

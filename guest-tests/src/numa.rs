@@ -4,7 +4,7 @@
 //! protections, the `{u32 val; u32 node}` futex layout, waiter threads that
 //! the caller can see blocked in the kernel, and exact-result assertions.
 //!
-//! See `futex-abi.md` section 3 for the ABI these helpers serve.
+//! See `docs/futex-abi.md` section 3 for the ABI these helpers serve.
 
 use crate::sys::{self, Errno, FutexWaitv};
 use std::fmt::Debug;

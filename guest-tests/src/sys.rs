@@ -1,5 +1,5 @@
 //! Raw syscalls the futex tests need, with the kernel's own constants
-//! (`futex-abi.md` section 1). Every wrapper returns `Result<i64, Errno>`
+//! (`docs/futex-abi.md` section 1). Every wrapper returns `Result<i64, Errno>`
 //! so tests can assert exact errno values.
 
 /// An errno value (positive).

@@ -29,6 +29,15 @@ pub enum CellError {
     /// virtiofs shares.
     #[error(transparent)]
     Share(#[from] crate::share::ShareError),
+    /// QEMU exited with an error before the guest printed anything: it
+    /// refused the image or its arguments. Not retried.
+    #[error("QEMU refused to start the VM (exit status {status}): {stderr}")]
+    QemuRefused {
+        /// QEMU's exit status.
+        status: i32,
+        /// The tail of its stderr.
+        stderr: String,
+    },
     /// Temp or output directory.
     #[error("cannot create {path}: {source}")]
     Dir {
@@ -211,6 +220,14 @@ pub async fn run_with_shares(
             notes.push(note);
             accel = Accel::Tcg;
             continue;
+        }
+        if let VmEnd::QemuExited { status, stderr } = &out.end {
+            if *status > 0 && out.console.is_empty() {
+                return Err(CellError::QemuRefused {
+                    status: *status,
+                    stderr: crate::vm::tail(stderr.trim(), 400),
+                });
+            }
         }
         if boot_retries_left > 0 && boot_failed(&out) {
             boot_retries_left -= 1;

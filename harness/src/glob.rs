@@ -1,28 +1,18 @@
-//! Shell-style globs over names: `*` any run of characters (including
-//! `/`), `?` one character, everything else literal.
+//! Shell-style globs over case, cell and kernel names (`globset`): `*`
+//! any run of characters (including `/`), `?` one character.
 
-/// Whether `name` matches `pattern`.
+/// Whether `name` matches `pattern`. `[...]` and `{a,b}` work as in
+/// globset; a pattern globset cannot parse (an unclosed `[`) matches only
+/// itself.
 pub fn matches(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    let (mut pi, mut ni) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some((pi, ni));
-            pi += 1;
-        } else if let Some((sp, sn)) = star {
-            pi = sp + 1;
-            ni = sn + 1;
-            star = Some((sp, sn + 1));
-        } else {
-            return false;
-        }
+    match globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+    {
+        Ok(g) => g.compile_matcher().is_match(name),
+        Err(_) => pattern == name,
     }
-    p[pi..].iter().all(|&c| c == '*')
 }
 
 /// Whether `name` matches any of `patterns` (each may be a comma-separated
@@ -49,6 +39,9 @@ mod tests {
             ("a*b*c", "axxbyyc", true),
             ("a*b*c", "axxbyy", false),
             ("exact", "exact", true),
+            ("futex-{numa,mpol}/*", "futex-mpol/x", true),
+            ("[unclosed", "[unclosed", true),
+            ("[unclosed", "u", false),
         ] {
             assert_eq!(super::matches(p, n), want, "{p} vs {n}");
         }

@@ -35,8 +35,8 @@ pub struct Session {
     pub qemu: Arc<Qemu>,
     /// Whether KVM works here.
     pub kvm: Kvm,
-    /// The static guest binaries.
-    pub bins: Arc<GuestBins>,
+    /// The static guest binaries, once built ([`Session::guest_bins`]).
+    bins: Option<Arc<GuestBins>>,
     /// Debian mirror override (`--debian-mirror`).
     pub mirror: Option<String>,
     kernels: BTreeMap<String, Result<ResolvedKernel, Arc<ResolveError>>>,
@@ -50,23 +50,37 @@ fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, Error> {
 }
 
 impl Session {
-    /// Finds QEMU, probes KVM and builds (or finds) the guest binaries.
-    pub async fn open(mirror: Option<String>, reporters: &mut Reporters) -> Result<Session, Error> {
+    /// Finds QEMU and probes KVM (the guest binaries come later, once the
+    /// arguments that need no build have been checked).
+    pub async fn open(
+        mirror: Option<String>,
+        _reporters: &mut Reporters,
+    ) -> Result<Session, Error> {
         let qemu = host::find_qemu().map_err(Error::infra)?;
         let kvm = host::probe_kvm();
-        reporters.step("building guest binaries")?;
-        let bins = join(tokio::task::spawn_blocking(GuestBins::locate_or_build).await)?
-            .map_err(Error::infra)?;
         Ok(Session {
             qemu: Arc::new(qemu),
             kvm,
-            bins: Arc::new(bins),
+            bins: None,
             mirror,
             kernels: BTreeMap::new(),
             kselftests: BTreeMap::new(),
             supports: BTreeMap::new(),
             daemon: None,
         })
+    }
+
+    /// The static guest binaries, built (or found) once per session.
+    pub async fn guest_bins(&mut self, reporters: &mut Reporters) -> Result<Arc<GuestBins>, Error> {
+        if let Some(b) = &self.bins {
+            return Ok(b.clone());
+        }
+        reporters.step("building guest binaries")?;
+        let bins = join(tokio::task::spawn_blocking(GuestBins::locate_or_build).await)?
+            .map_err(Error::infra)?;
+        let bins = Arc::new(bins);
+        self.bins = Some(bins.clone());
+        Ok(bins)
     }
 
     /// What reports say about the host.
@@ -238,6 +252,73 @@ impl Session {
         }
         Ok(setup)
     }
+}
+
+/// Checks what can be checked of a kernel without the network or a build:
+/// a `source:` definition loads (and what it extends), a `path:` file is
+/// a bzImage. A usage error otherwise, before anything is fetched or booted.
+pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
+    match spec {
+        KernelSpec::Source(name) => {
+            let dir = crate::kernel::definition::kernels_dir_for(name).map_err(Error::usage)?;
+            crate::kernel::definition::load(&dir, name).map_err(Error::usage)?;
+        }
+        KernelSpec::Path(p) => {
+            crate::kernelspec::check_bzimage(p).map_err(|why| {
+                Error::usage(ResolveError::BadImage {
+                    path: p.clone(),
+                    why,
+                })
+            })?;
+        }
+        KernelSpec::Debian(_) => {}
+    }
+    Ok(())
+}
+
+/// The pre-boot check of a `path:` image for a topology
+/// ([`crate::kernel::preboot`]): `Err` (a usage error) names every option
+/// the guest lacks with the line that fixes it; `Ok(Some(note))` when the
+/// image's configuration could not be found (it boots, with the note).
+/// Definitions (`source:`) are checked when they are built, Debian's
+/// kernels have everything.
+pub fn preboot(kernel: &ResolvedKernel, topology: &Topology) -> Result<Option<String>, Error> {
+    if kernel.origin != crate::kernelspec::KernelOrigin::Path {
+        return Ok(None);
+    }
+    preboot_image(&kernel.path, topology)
+}
+
+/// [`preboot`] of an image file, before anything else is done with it.
+pub fn preboot_image(image: &Path, topology: &Topology) -> Result<Option<String>, Error> {
+    crate::kernel::preboot::check(image, topology.nodes().len(), topology.cpus())
+        .map_err(Error::usage)
+}
+
+/// A kernel that could not be resolved, with its kind: the user's fault
+/// for an unknown version or definition or a file that is not a kernel,
+/// the host's otherwise.
+pub fn resolve_error(e: Arc<ResolveError>) -> Error {
+    if e.is_usage() {
+        Error::usage(e)
+    } else {
+        Error::infra(e)
+    }
+}
+
+/// Checks a suite name against the registry (kselftest suites included).
+pub fn check_suite(name: &str) -> Result<(), Error> {
+    match suite::builtin(name, None) {
+        Ok(_) | Err(suite::SuiteError::NeedsBuild { .. }) => Ok(()),
+        Err(e) => Err(Error::usage(e)),
+    }
+}
+
+/// Checks an `--expect` string on its own (keys, values, contradictions).
+pub fn check_expect(expect: &str) -> Result<(), Error> {
+    guest_tests::expect::Expect::parse(expect)
+        .map(|_| ())
+        .map_err(|e| Error::usage(format!("--expect {expect:?}: {e}")))
 }
 
 /// A cell name component: no `/`, no spaces.

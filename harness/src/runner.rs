@@ -133,12 +133,13 @@ pub fn judge(ready: &ReadyCell, mut result: crate::result::CellResult) -> CellOu
 /// outcome per cell in that order (cells never started are
 /// [`CellStatus::NotRun`]).
 pub async fn run(
-    session: &Session,
+    session: &mut Session,
     cells: Vec<PlannedCell>,
     opts: &RunOptions,
     cancel: &CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Vec<CellOutcome>, Error> {
+    let bins = session.guest_bins(reporters).await?;
     reporters.send(&Event::RunStarted {
         cells: cells.iter().map(|c| c.meta().clone()).collect(),
         host: session.host_facts(),
@@ -189,7 +190,7 @@ pub async fn run(
                 index: i,
                 name: ready.meta.name.clone(),
             })?;
-            let (qemu, bins, cancel) = (session.qemu.clone(), session.bins.clone(), cancel.clone());
+            let (qemu, bins, cancel) = (session.qemu.clone(), bins.clone(), cancel.clone());
             running.spawn(async move {
                 let r =
                     crate::cell::run_with_shares(&ready.spec, &ready.shares, &qemu, &bins, &cancel)

@@ -38,10 +38,23 @@ pub enum TopologyError {
         /// What was expected.
         expected: &'static str,
     },
+    /// A key given twice.
+    #[error("topology spec {spec:?}: {key} given twice")]
+    Repeated {
+        /// The whole spec.
+        spec: String,
+        /// The key.
+        key: String,
+    },
     /// A cross-field rule is broken.
     #[error("invalid topology: {0}")]
     Invalid(String),
 }
+
+/// vCPUs per node when a spec does not say (the CLI's default topology).
+pub const DEFAULT_CPUS: u32 = 2;
+/// MiB per node when a spec does not say.
+pub const DEFAULT_MEM_MIB: u64 = 512;
 
 /// One NUMA node as declared.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +134,7 @@ impl Topology {
     /// and SIZE memory each; D is the distance between distinct nodes.
     pub fn parse_spec(spec: &str) -> Result<Topology, TopologyError> {
         let (mut nodes, mut cpus, mut mem, mut distance) = (1u32, None, None, None);
+        let mut seen: Vec<&str> = Vec::new();
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item
                 .split_once('=')
@@ -128,6 +142,13 @@ impl Topology {
                     spec: spec.into(),
                     item: item.into(),
                 })?;
+            if seen.contains(&k) {
+                return Err(TopologyError::Repeated {
+                    spec: spec.into(),
+                    key: k.into(),
+                });
+            }
+            seen.push(k);
             let bad = |expected| TopologyError::BadValue {
                 spec: spec.into(),
                 key: k.into(),
@@ -137,12 +158,14 @@ impl Topology {
             match k {
                 "nodes" => nodes = v.parse().map_err(|_| bad("a node count such as 2"))?,
                 "cpus" => cpus = Some(v.parse().map_err(|_| bad("vCPUs per node such as 2"))?),
+                // `mem=0` is a memory-less node, as in matrix.yaml (the
+                // cross-field check says why it cannot be every node).
                 "mem" => {
-                    cpus.get_or_insert(1);
-                    mem = Some(
-                        parse_size_mib(v)
+                    mem = Some(match v.trim() {
+                        "0" => 0,
+                        v => parse_size_mib(v)
                             .ok_or_else(|| bad("memory per node such as 512M or 1G"))?,
-                    )
+                    })
                 }
                 "distance" => {
                     distance = Some(
@@ -159,8 +182,8 @@ impl Topology {
             }
         }
         let node = Node {
-            cpus: cpus.unwrap_or(1),
-            mem_mib: mem.unwrap_or(512),
+            cpus: cpus.unwrap_or(DEFAULT_CPUS),
+            mem_mib: mem.unwrap_or(DEFAULT_MEM_MIB),
         };
         let n = nodes as usize;
         if n == 0 || n > MAX_NODES {

@@ -255,8 +255,14 @@ fn accel_kvm_without_hardware_kvm_is_a_clear_error() {
     }
     let d = tempfile::tempdir().unwrap();
     let q = fake_qemu(d.path(), "QEMU emulator version 7.2.22");
+    // A well-formed bzImage header: the image is checked first (exit 2).
+    let mut bytes = vec![0u8; 8192];
+    bytes[0x1fe] = 0x55;
+    bytes[0x1ff] = 0xaa;
+    bytes[0x202..0x206].copy_from_slice(b"HdrS");
+    bytes[0x1f1] = 1;
     let img = d.path().join("bzImage");
-    std::fs::write(&img, b"x").unwrap();
+    std::fs::write(&img, &bytes).unwrap();
     let out = run_cmd(
         d.path(),
         &format!("path:{}", img.display()),
@@ -321,6 +327,61 @@ fn garbage_and_truncated_kernel_images_are_refused_before_boot() {
         );
         assert!(t.elapsed() < Duration::from_secs(30), "refused late");
     }
+}
+
+#[test]
+fn qemu_refusing_the_image_is_one_infrastructure_error() {
+    if !enabled() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    // A QEMU that answers --version and refuses every VM, as a real one
+    // does with an image it cannot load.
+    let q = d.path().join("qemu-system-x86_64");
+    std::fs::write(
+        &q,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'QEMU emulator version 10.0.2'; exit 0; fi\n\
+         echo \"$@\" >> \"$0.calls\"\n\
+         echo 'qemu-system-x86_64: linux kernel too old to load a ram disk' >&2\nexit 1\n",
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&q).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&q, perm).unwrap();
+    // A well-formed bzImage header: past the image check.
+    let mut img = vec![0u8; 8192];
+    img[0x1fe] = 0x55;
+    img[0x1ff] = 0xaa;
+    img[0x202..0x206].copy_from_slice(b"HdrS");
+    img[0x1f1] = 1;
+    let image = d.path().join("bzImage");
+    std::fs::write(&image, &img).unwrap();
+    let out = run_cmd(
+        d.path(),
+        &format!("path:{}", image.display()),
+        "nodes=1,cpus=1,mem=256M",
+        "smoke",
+        &[],
+    )
+    .env("HARNESS_QEMU", &q)
+    .output()
+    .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(69), "{all}");
+    assert!(
+        all.contains("QEMU refused to start the VM (exit status 1): qemu-system-x86_64: linux kernel too old to load a ram disk"),
+        "{all}"
+    );
+    assert!(
+        !all.contains("booted again") && !all.contains("FAIL "),
+        "{all}"
+    );
+    let calls = std::fs::read_to_string(d.path().join("qemu-system-x86_64.calls")).unwrap();
+    assert_eq!(calls.lines().count(), 1, "QEMU started once: {calls}");
 }
 
 #[test]

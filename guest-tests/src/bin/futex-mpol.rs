@@ -1,5 +1,5 @@
 //! FUTEX2_MPOL: the node a `{val, -1}` futex gets from the VMA memory
-//! policy of its page (`futex-abi.md` section 3, `__futex_key_to_node`).
+//! policy of its page (`docs/futex-abi.md` section 3, `__futex_key_to_node`).
 //!
 //! The futex page gets a policy with `mbind` (and a home node with
 //! `set_mempolicy_home_node`); then, pinned to each CPU of each online node,

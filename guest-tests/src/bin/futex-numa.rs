@@ -1,5 +1,5 @@
 //! FUTEX2_NUMA: layout, node validation, node write-back, node routing,
-//! waitv/requeue, shared futexes (`futex-abi.md` section 3).
+//! waitv/requeue, shared futexes (`docs/futex-abi.md` section 3).
 //!
 //! Every case takes `--expect numa=`: with `numa=0` (kernels <= 6.15) it
 //! asserts that the NUMA flag is refused with exactly EINVAL instead.

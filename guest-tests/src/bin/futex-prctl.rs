@@ -1,5 +1,5 @@
-//! `prctl(PR_FUTEX_HASH)` argument handling, exactly (futex-abi.md sections
-//! 2 and 4). Every case checks the expected kernel's result: with
+//! `prctl(PR_FUTEX_HASH)` argument handling, exactly (`docs/futex-abi.md`
+//! sections 1, 2 and 4). Every case checks the expected kernel's result: with
 //! `private_hash` the 6.17+ semantics; without it, 6.16's stub (SET EINVAL
 //! for every value, GET 0, sub-op 3 -> 0) or, without `prctl`, EINVAL for
 //! every call. Each case runs in a fresh process that has created no thread.

@@ -1,6 +1,6 @@
 //! Resizing the private futex hash with waiters queued, concurrent SETs,
 //! automatic sizing, and what fork / exec / vfork / posix_spawn /
-//! clone(CLONE_VM) do to it (futex-abi.md section 2).
+//! clone(CLONE_VM) do to it (`docs/futex-abi.md` section 2).
 //!
 //! On kernels without the private hash (`private_hash=0`) the same cases
 //! run: every SET must fail exactly as expected (EINVAL) and every waiter
@@ -31,7 +31,7 @@
 //! - `mixed-global-resize-load`: wait + waitv + requeued waiters, hammer
 //!   threads, then SET 0: all woken with exact counts.
 //! - `set0-race`: two threads SET 0 at once: at least one returns 0, the other 0 or
-//!   EBUSY (never both EBUSY; futex-abi.md's "0 and EBUSY" is only one outcome);
+//!   EBUSY (never both EBUSY; `docs/futex-abi.md` section 2 says when both are 0);
 //!   GET 0; SET 16 EBUSY.
 //! - `set0-vs-set128-race`: SET 0 returns 0, SET 128 0 or EBUSY; GET 0 at the end.
 //! - `set32-vs-set128-race`: both return 0, GET ends 32 or 128.
@@ -435,8 +435,8 @@ fn set0_race(ctx: &Ctx) -> Outcome {
         if e.private_hash {
             let mut v = [ra, rb];
             v.sort_by_key(|r| r.is_err());
-            // futex-abi.md says "0 and EBUSY", but when the first SET's
-            // pivot is deferred (old table still referenced) the second one
+            // Not only "0 and EBUSY": when the first SET's pivot is
+            // deferred (old table still referenced) the second one
             // replaces the pending global table (futex_hash_less) and also
             // returns 0; seen on 6.18 in most runs. Both EBUSY never.
             ensure(v == [Ok(0), EBUSY] || v == [Ok(0), Ok(0)], || {

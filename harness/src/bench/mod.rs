@@ -35,62 +35,70 @@ fn infra(e: impl std::fmt::Display) -> BenchError {
     BenchError::Infra(e.to_string())
 }
 
-/// `harness bench` options.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BenchArgs {
+/// What `harness bench` was asked to do (the binary parses the command line).
+#[derive(Debug, Clone)]
+pub struct Options {
     /// Kernel (`debian:<v>`, `source:<definition>` or `path:<bzImage>`); repeatable.
-    #[arg(long = "kernel", required = true)]
     pub kernels: Vec<String>,
     /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
-    #[arg(long = "topology", default_value = "nodes=2,cpus=2,mem=512M")]
     pub topologies: Vec<String>,
     /// Built-in configuration set: standard, seed, numa (ignored with --config
     /// unless given explicitly too).
-    #[arg(long)]
     pub set: Option<String>,
     /// A configuration `NAME[:KEY=VAL,...]` (see futex-bench --help); repeatable.
-    #[arg(long = "config", value_name = "SPEC")]
     pub configs: Vec<String>,
     /// Configuration the ratios are relative to (default: the first).
-    #[arg(long)]
     pub baseline: Option<String>,
     /// Rounds per configuration (interleaved).
-    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Seconds per round.
-    #[arg(long, default_value_t = 1.0)]
     pub runtime: f64,
     /// Worker threads per hash configuration (default: one per vCPU).
-    #[arg(long)]
     pub threads: Option<usize>,
     /// Futexes per thread (perf's default 1024).
-    #[arg(long)]
     pub futexes: Option<usize>,
     /// Kernel expectations for futex-bench (`immutable=1` makes a missing
     /// immutable hash FAIL); default: from the kernel version.
-    #[arg(long)]
     pub expect: Option<String>,
     /// Output directory (cells, bench.csv, bench.json, bench.svg).
-    #[arg(long, default_value = "harness-out/bench")]
     pub out: PathBuf,
     /// Accelerator.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
     /// Debian mirror for `debian:` kernels.
-    #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
     /// Do not run: write DIR/initramfs.cpio and DIR/argv (NUL-separated, a
     /// bare QEMU boot of the first kernel and topology with `--bare-suite`,
     /// serial ports to files, no QMP) and exit. Used by `cargo xtask bench-boot`.
-    #[arg(long, value_name = "DIR")]
     pub emit_bare: Option<PathBuf>,
     /// Suite for --emit-bare.
-    #[arg(long, default_value = "none")]
     pub bare_suite: String,
 }
 
+impl Default for Options {
+    /// The command line's defaults.
+    fn default() -> Options {
+        Options {
+            kernels: Vec::new(),
+            topologies: vec!["nodes=2,cpus=2,mem=512M".into()],
+            set: None,
+            configs: Vec::new(),
+            baseline: None,
+            rounds: 3,
+            runtime: 1.0,
+            threads: None,
+            futexes: None,
+            expect: None,
+            out: "harness-out/bench".into(),
+            accel: AccelChoice::Auto,
+            debian_mirror: None,
+            emit_bare: None,
+            bare_suite: "none".into(),
+        }
+    }
+}
+
 /// The futex-bench arguments for a run (what the `bench` suite passes too).
-pub fn guest_args(a: &BenchArgs, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
+pub fn guest_args(a: &Options, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
     let mut specs = Vec::new();
     if let Some(s) = &a.set {
         specs.extend(guest_tests::bench::named_set(s, nodes).ok_or_else(|| {
@@ -143,7 +151,7 @@ pub use crate::suite::{
 /// `--expect` alone when given (it is the whole statement); else what the
 /// resolved kernel's version and definition say (`source:7.3-immutable`
 /// declares `immutable=1`).
-fn expect_for(a: &BenchArgs, k: &ResolvedKernel) -> Option<String> {
+fn expect_for(a: &Options, k: &ResolvedKernel) -> Option<String> {
     a.expect
         .clone()
         .or_else(|| k.expectations(None).ok().flatten())
@@ -169,10 +177,22 @@ impl From<crate::error::Error> for BenchError {
     }
 }
 
+/// What a benchmark run found beyond its cells' statuses (which the
+/// reporters saw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measured {
+    /// `--emit-bare`: nothing ran.
+    Nothing,
+    /// Every configuration measured (or skipped with a reason).
+    All,
+    /// A configuration failed or has no number: an unexpected result.
+    Missing,
+}
+
 /// Runs the benchmark through the planner and runner (one cell per kernel
-/// x topology, one after another); returns the exit status (0 all
-/// measured or skipped, 1 something failed or is missing, 130 interrupted).
-pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchError> {
+/// x topology, one after another). The run's exit status is the exit
+/// reporter's, raised to 1 when a configuration is [`Measured::Missing`].
+pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, BenchError> {
     let mut topologies = Vec::new();
     for t in &a.topologies {
         topologies.push((
@@ -187,7 +207,11 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
             KernelSpec::parse(k).map_err(|e| BenchError::Usage(e.to_string()))?,
         ));
     }
-    // Every configuration checked before anything is fetched or booted.
+    // Every kernel and configuration checked before anything is fetched
+    // or booted.
+    for (_, spec) in &kernels {
+        crate::planner::check_kernel(spec)?;
+    }
     for (_, topo) in &topologies {
         guest_args(&a, topo.nodes().len())?;
     }
@@ -210,13 +234,14 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
             suite::builtin(&a.bare_suite, expect_for(&a, &resolved).as_deref())
                 .map_err(|e| BenchError::Usage(e.to_string()))?,
         );
-        bare::emit(dir, &resolved.path, topo, accel, &tests, &session.bins).map_err(infra)?;
+        let bins = session.guest_bins(reporters).await?;
+        bare::emit(dir, &resolved.path, topo, accel, &tests, &bins).map_err(infra)?;
         eprintln!(
             "harness: bare boot of {label} {} written to {}",
             topologies[0].0,
             dir.display()
         );
-        return Ok(0);
+        return Ok(Measured::Nothing);
     }
 
     let cancel = CancellationToken::new();
@@ -256,6 +281,9 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
                     continue;
                 }
             };
+            if let Some(note) = planner::preboot(resolved, topo)? {
+                reporters.step(&note).map_err(infra)?;
+            }
             let expect = expect_for(&a, resolved);
             if let Some(e) = &expect {
                 args.push("--expect".into());
@@ -293,7 +321,7 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
         }
     }
     let outcomes = crate::runner::run(
-        &session,
+        &mut session,
         planned,
         &RunOptions::serial(t0.elapsed()),
         &cancel,
@@ -322,10 +350,9 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
                 o.meta.out_dir.join("console.log").display()
             );
         }
-        any_bad |= !o.status.ok()
-            || cell_rows
-                .iter()
-                .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
+        any_bad |= cell_rows
+            .iter()
+            .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
         rows.extend(cell_rows);
     }
     let baseline = baseline.unwrap_or_default();
@@ -359,36 +386,33 @@ pub async fn run(a: BenchArgs, reporters: &mut Reporters) -> Result<u8, BenchErr
         json.display(),
         svg.display()
     );
-    if cancel.is_cancelled() {
-        return Ok(crate::error::exit::INTERRUPTED);
-    }
-    Ok(u8::from(any_bad))
+    Ok(if any_bad {
+        Measured::Missing
+    } else {
+        Measured::All
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use std::time::Duration;
 
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: BenchArgs,
-    }
-
-    fn args(extra: &[&str]) -> BenchArgs {
-        let mut v = vec!["t", "--kernel", "debian:7.3.4"];
-        v.extend_from_slice(extra);
-        T::parse_from(v).a
+    fn args(change: impl FnOnce(&mut Options)) -> Options {
+        let mut o = Options {
+            kernels: vec!["debian:7.3.4".into()],
+            ..Options::default()
+        };
+        change(&mut o);
+        o
     }
 
     #[test]
     fn default_set_is_standard_with_numa_on_two_nodes() {
-        let (argv, names) = guest_args(&args(&[]), 2).unwrap();
+        let (argv, names) = guest_args(&args(|_| {}), 2).unwrap();
         assert_eq!(names[0], "global");
         assert!(names.contains(&"numa-own".to_string()));
-        assert!(!guest_args(&args(&[]), 1)
+        assert!(!guest_args(&args(|_| {}), 1)
             .unwrap()
             .1
             .contains(&"numa-own".to_string()));
@@ -399,16 +423,11 @@ mod tests {
     #[test]
     fn configs_and_knobs_reach_the_guest() {
         let (argv, names) = guest_args(
-            &args(&[
-                "--config",
-                "g:buckets=0",
-                "--config",
-                "b:b=16",
-                "--threads",
-                "3",
-                "--futexes",
-                "64",
-            ]),
+            &args(|o| {
+                o.configs = vec!["g:buckets=0".into(), "b:b=16".into()];
+                o.threads = Some(3);
+                o.futexes = Some(64);
+            }),
             2,
         )
         .unwrap();
@@ -416,11 +435,11 @@ mod tests {
         assert!(argv
             .iter()
             .any(|s| s.starts_with("g:mode=hash,threads=3,futexes=64,buckets=0")));
-        let e = guest_args(&args(&["--config", "g", "--config", "g"]), 1).unwrap_err();
+        let e = guest_args(&args(|o| o.configs = vec!["g".into(), "g".into()]), 1).unwrap_err();
         assert!(e.to_string().contains("twice"));
-        let e = guest_args(&args(&["--set", "nope"]), 1).unwrap_err();
+        let e = guest_args(&args(|o| o.set = Some("nope".into())), 1).unwrap_err();
         assert!(e.to_string().contains("standard, seed, numa"));
-        assert!(guest_args(&args(&["--rounds", "0"]), 1).is_err());
+        assert!(guest_args(&args(|o| o.rounds = 0), 1).is_err());
     }
 
     #[test]

@@ -294,7 +294,7 @@ async fn kernel_reps(
         );
     }
     let mut reporters = crate::reporter::Reporters::new();
-    let session = match crate::planner::Session::open(None, &mut reporters).await {
+    let mut session = match crate::planner::Session::open(None, &mut reporters).await {
         Ok(s) => s,
         Err(e) => return skip(e.to_string(), build_s),
     };
@@ -328,7 +328,7 @@ async fn kernel_reps(
             "harness bisect",
         ));
         let run = crate::runner::run(
-            &session,
+            &mut session,
             vec![cell],
             &crate::runner::RunOptions::serial(std::time::Duration::ZERO),
             cancel,

@@ -288,19 +288,43 @@ pub fn valid_name(name: &str) -> bool {
 /// definitions built into this binary, written into the cache once
 /// (`kernel::embedded`), so an installed harness needs no checkout.
 pub fn kernels_dir() -> Result<PathBuf, DefinitionError> {
-    if let Some(d) = std::env::var_os(KERNELS_DIR_ENV).filter(|d| !d.is_empty()) {
-        return Ok(PathBuf::from(d));
+    match users_kernels_dir() {
+        Some(d) => Ok(d),
+        None => Ok(super::embedded::kernels_dir()?),
     }
-    let looks_right = |d: &Path| d.join("fragments").is_dir();
-    if let Ok(cwd) = std::env::current_dir() {
-        for a in cwd.ancestors() {
-            let k = a.join("kernels");
-            if looks_right(&k) {
-                return Ok(k);
-            }
-        }
+}
+
+/// [`kernels_dir`] for loading the definition `name`: where that would be
+/// the built-in tree and it has no such definition, the error at once,
+/// without writing the tree into the cache (a typo does no work).
+pub fn kernels_dir_for(name: &str) -> Result<PathBuf, DefinitionError> {
+    if let Some(d) = users_kernels_dir() {
+        return Ok(d);
+    }
+    if !valid_name(name) {
+        return Err(DefinitionError::BadName(name.into()));
+    }
+    let known = super::embedded::shipped_definitions();
+    if !known.iter().any(|k| k == name) {
+        return Err(DefinitionError::Unknown {
+            name: name.into(),
+            dir: PathBuf::from("the harness's built-in kernels/"),
+            known: known.join(", "),
+        });
     }
     Ok(super::embedded::kernels_dir()?)
+}
+
+/// `$HARNESS_KERNELS_DIR`, else the first `kernels/` with `fragments/` in
+/// the current directory or its ancestors.
+fn users_kernels_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os(KERNELS_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d));
+    }
+    let cwd = std::env::current_dir().ok()?;
+    cwd.ancestors()
+        .map(|a| a.join("kernels"))
+        .find(|k| k.join("fragments").is_dir())
 }
 
 /// Names of the definitions in `dir`, sorted.

@@ -46,6 +46,20 @@ pub fn shipped() -> &'static Tree {
     shipped_tree()
 }
 
+/// Names of the shipped definitions (`kernels/<name>.yaml`), sorted; read
+/// from the table, nothing written.
+pub fn shipped_definitions() -> Vec<String> {
+    let mut names: Vec<String> = shipped()
+        .files
+        .iter()
+        .filter_map(|(rel, _)| rel.strip_prefix("kernels/")?.strip_suffix(".yaml"))
+        .filter(|n| !n.contains('/'))
+        .map(String::from)
+        .collect();
+    names.sort();
+    names
+}
+
 /// The shipped tree written into the default cache: the directory holding
 /// `kernels/` and `matrix.yaml`.
 pub fn shipped_dir() -> Result<PathBuf, CacheError> {
@@ -138,6 +152,8 @@ mod tests {
             assert_eq!(*bytes, fs::read(ws.join(rel)).unwrap().as_slice(), "{rel}");
         }
         assert!(t.files.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+        let names = crate::kernel::definition::list(&ws.join("kernels")).unwrap();
+        assert_eq!(shipped_definitions(), names);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod definition;
 pub mod embedded;
 pub mod modules;
 pub mod patch;
+pub mod preboot;
 pub mod source;
 pub mod spec;
 pub mod virtiofs;

@@ -20,6 +20,9 @@ pub enum KernelSpecError {
     /// Not `kind:value`.
     #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)")]
     Malformed(String),
+    /// `debian:` with something that is not a version.
+    #[error("kernel {0:?}: expected a Debian kernel version such as debian:7.3.4, debian:7.3 or debian:7.3.4+deb13")]
+    BadDebianVersion(String),
     /// A `path:` that is not a file.
     #[error("kernel {spec:?}: {path} is not a file")]
     NoSuchFile {
@@ -35,7 +38,14 @@ impl KernelSpec {
     pub fn parse(s: &str) -> Result<KernelSpec, KernelSpecError> {
         match s.split_once(':') {
             Some(("debian", v)) if !v.is_empty() && !v.contains('/') => {
-                Ok(KernelSpec::Debian(v.into()))
+                let version_like = v.starts_with(|c: char| c.is_ascii_digit())
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ".+~-".contains(c));
+                if version_like {
+                    Ok(KernelSpec::Debian(v.into()))
+                } else {
+                    Err(KernelSpecError::BadDebianVersion(s.into()))
+                }
             }
             Some(("source", n)) if crate::kernel::definition::valid_name(n) => {
                 Ok(KernelSpec::Source(n.into()))
@@ -227,6 +237,19 @@ pub enum ResolveError {
         /// What is wrong.
         why: String,
     },
+}
+
+impl ResolveError {
+    /// Whether the user's input is at fault (no such version or
+    /// definition, not a kernel image) rather than the host or network.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            ResolveError::BadImage { .. }
+                | ResolveError::Definition(_)
+                | ResolveError::Debian(crate::kernel::debian::DebianError::UnknownVersion { .. })
+        )
+    }
 }
 
 /// Checks that `path` looks like a complete x86 bzImage: the boot sector

@@ -1,6 +1,7 @@
-//! The `harness matrix` and `harness junit merge` front doors: arguments,
-//! selection, `--list`, then the planner and runner (`run`); the terminal
-//! output and the exit status are reporters of the binary.
+//! The `harness matrix` and `harness junit merge` front doors: a parsed
+//! [`Request`] (the binary owns the command line), selection, `--list`,
+//! then the planner and runner (`run`); the terminal output and the exit
+//! status are reporters of the binary.
 
 use super::plan::{self, Filters};
 use super::report;
@@ -13,60 +14,46 @@ use crate::reporter::Reporters;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
-/// `harness matrix`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct MatrixArgs {
-    /// The matrix file [default: matrix.yaml in the current directory, else
-    /// the default matrix built into the harness].
-    #[arg(long, value_name = "FILE")]
-    pub matrix: Option<PathBuf>,
+/// What `harness matrix` was asked to do (the binary's arguments, parsed).
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// The matrix file. [`DEFAULT_MATRIX`] (the command line's default)
+    /// that does not exist means the matrix built into the harness.
+    pub matrix: PathBuf,
     /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
-    #[arg(short = 'j', long = "jobs", default_value = "auto")]
     pub jobs: String,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
-    #[arg(long)]
     pub kernel: Vec<String>,
     /// Only topologies whose name matches (glob).
-    #[arg(long)]
     pub topology: Vec<String>,
     /// Only suites whose name matches (glob).
-    #[arg(long)]
     pub suite: Vec<String>,
     /// Only test cases whose `binary/case` name matches (glob); topology
     /// cases are always kept. `futex-numa/*` also skips the other binaries.
-    #[arg(long = "test", value_name = "GLOB")]
     pub test: Option<String>,
     /// List the selected cells (with shard assignments) and exit.
-    #[arg(long)]
     pub list: bool,
     /// With --list: list as JSON for a CI job matrix. Otherwise `--json
     /// FILE` writes the JSON results file (schema: docs/results.md).
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
-    #[arg(long, value_name = "I/N")]
     pub shard: Option<String>,
     /// Stop starting cells after the first unexpected result.
-    #[arg(long, conflicts_with = "keep_going")]
     pub fail_fast: bool,
     /// Run every cell whatever happens (the default).
-    #[arg(long)]
     pub keep_going: bool,
     /// Only the cells that did not pass in the last aggregate report under --out.
-    #[arg(long)]
     pub rerun_failed: bool,
     /// Reports and logs.
-    #[arg(long, default_value = "target/matrix")]
     pub out: PathBuf,
     /// Debian mirror for `debian:` kernels.
-    #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
 }
 
-/// The matrix file read when `--matrix` is not given, in the current directory.
+/// The matrix file `--matrix` defaults to, in the current directory.
 pub const DEFAULT_MATRIX: &str = "matrix.yaml";
 
-/// The matrix file used when `--matrix` is not given.
+/// The matrix file used for [`DEFAULT_MATRIX`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DefaultMatrix {
     /// The file.
@@ -93,13 +80,12 @@ pub fn default_matrix() -> Result<DefaultMatrix, CacheError> {
     })
 }
 
-/// `harness junit merge OUT IN...`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct MergeArgs {
+/// What `harness junit merge OUT IN...` was asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct MergeRequest {
     /// The merged report.
     pub out: PathBuf,
     /// Reports to join (shard reports), in order.
-    #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
 }
 
@@ -128,22 +114,21 @@ pub enum Done {
 /// matrix's JUnit reporter (one file per cell and the aggregate) added to
 /// `reporters`.
 pub async fn matrix(
-    args: MatrixArgs,
+    args: Request,
     cancel: CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Done, Error> {
-    let path = match &args.matrix {
-        Some(p) => p.clone(),
-        None => {
-            let d = default_matrix().map_err(Error::infra)?;
-            if d.built_in {
-                eprintln!(
-                    "harness: no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix ({})",
-                    d.path.display()
-                );
-            }
-            d.path
+    let path = if args.matrix == Path::new(DEFAULT_MATRIX) {
+        let d = default_matrix().map_err(Error::infra)?;
+        if d.built_in {
+            eprintln!(
+                "harness: no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix ({})",
+                d.path.display()
+            );
         }
+        d.path
+    } else {
+        args.matrix.clone()
     };
     let m = super::load(&path)?;
     let mut filters = Filters {
@@ -158,6 +143,9 @@ pub async fn matrix(
         filters.only = Some(names);
     }
     let selected = plan::select(&m, &filters);
+    if selected.is_empty() && !args.rerun_failed {
+        return Err(MatrixError::Usage(no_match(&m, &filters)).into());
+    }
     let (shard_i, shard_n) = match &args.shard {
         Some(s) => plan::parse_shard(s)?,
         None => (1, 1),
@@ -180,7 +168,7 @@ pub async fn matrix(
                 .unwrap_or_default()
                 + "\n"
         } else {
-            plan::list_text(&m, &selected, shard_n)
+            plan::list_shard_text(&m, &selected, shard_n, args.shard.as_ref().map(|_| shard_i))
         };
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
@@ -199,6 +187,15 @@ pub async fn matrix(
     if cells.is_empty() {
         eprintln!("harness: no cells selected");
         return Ok(Done::Nothing);
+    }
+    // Every selected kernel checked before anything is fetched or booted.
+    let mut checked = std::collections::BTreeSet::new();
+    for &c in &cells {
+        let k = &m.kernels[m.cells[c].kernel];
+        if checked.insert(k.spec_text.clone()) {
+            crate::planner::check_kernel(&k.spec)
+                .map_err(|e| Error::usage(format!("kernel {} ({}): {e}", k.name, k.spec_text)))?;
+        }
     }
     let budget = Budget::from_host(jobs);
     let opts = Options {
@@ -227,8 +224,36 @@ pub async fn matrix(
     Ok(Done::Ran)
 }
 
+/// Why a selection matched nothing, with the names that exist (a typo in
+/// `--kernel` must not turn CI green).
+fn no_match(m: &super::Matrix, f: &Filters) -> String {
+    let names = |v: Vec<&str>| v.join(", ");
+    format!(
+        "no cell of {} matches{}{}{}; kernels: {}; topologies: {}; suites: {}",
+        m.path.display(),
+        if f.kernel.is_empty() {
+            String::new()
+        } else {
+            format!(" --kernel {}", f.kernel.join(","))
+        },
+        if f.topology.is_empty() {
+            String::new()
+        } else {
+            format!(" --topology {}", f.topology.join(","))
+        },
+        if f.suite.is_empty() {
+            String::new()
+        } else {
+            format!(" --suite {}", f.suite.join(","))
+        },
+        names(m.kernels.iter().map(|k| k.name.as_str()).collect()),
+        names(m.topologies.iter().map(|t| t.name.as_str()).collect()),
+        names(m.suites.iter().map(|s| s.name.as_str()).collect()),
+    )
+}
+
 /// Runs `harness junit merge`.
-pub fn merge(args: MergeArgs) -> Result<(), Error> {
+pub fn merge(args: MergeRequest) -> Result<(), Error> {
     report::merge(&args.out, &args.inputs)?;
     println!(
         "merged {} reports into {}",

@@ -127,7 +127,22 @@ pub fn shares_text(cell: &super::Cell) -> String {
 /// The `--list` table for humans (a `shares` column when a cell has any
 /// besides the default artifacts share).
 pub fn list_text(m: &Matrix, cells: &[usize], n: usize) -> String {
+    list_shard_text(m, cells, n, None)
+}
+
+/// [`list_text`] with only the cells of shard `only` (1-based) listed,
+/// their shard numbers as in the whole listing.
+pub fn list_shard_text(m: &Matrix, cells: &[usize], n: usize, only: Option<usize>) -> String {
     let sh = shards(m, cells, n);
+    let listed: Vec<usize> = match only {
+        Some(i) => cells
+            .iter()
+            .copied()
+            .filter(|c| sh.get(i - 1).is_some_and(|s| s.contains(c)))
+            .collect(),
+        None => cells.to_vec(),
+    };
+    let cells = &listed[..];
     let with_shares = cells.iter().any(|&c| !shares_text(&m.cells[c]).is_empty());
     let mut out = String::new();
     let w = cells
@@ -172,6 +187,9 @@ pub fn list_text(m: &Matrix, cells: &[usize], n: usize) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
-    out.push_str(&format!("{} cells\n", cells.len()));
+    match only {
+        Some(i) => out.push_str(&format!("{} cells (shard {i}/{n})\n", cells.len())),
+        None => out.push_str(&format!("{} cells\n", cells.len())),
+    }
     out
 }

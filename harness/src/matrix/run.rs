@@ -110,6 +110,12 @@ async fn plan_cell(
         .kernel(&kernel.spec_text, &kernel.spec, reporters, None)
         .await
         .map_err(|e| format!("kernel {}: {e}", kernel.spec_text))?;
+    let topo = &m.topologies[cell.topology];
+    if let Some(note) =
+        crate::planner::preboot(&resolved, &topo.topology).map_err(|e| e.to_string())?
+    {
+        let _ = reporters.step(&format!("{}: {note}", cell.name));
+    }
     let wanted = cell.artifacts || !cell.shares.is_empty();
     let (daemon, support) = session
         .share_inputs(
@@ -130,7 +136,6 @@ async fn plan_cell(
             .map_err(|e| format!("{name}: {e}"))?,
         _ => m.suite_tests(cell),
     };
-    let topo = &m.topologies[cell.topology];
     let mut req = CellRequest::new(
         &kernel.spec_text,
         resolved.path.clone(),
@@ -173,6 +178,8 @@ pub async fn run(
     std::fs::create_dir_all(&opts.out_dir)
         .map_err(|e| Error::infra(format!("cannot create {}: {e}", opts.out_dir.display())))?;
     let mut session = Session::open(opts.debian_mirror.clone(), reporters).await?;
+    // Built first: a broken guest build ends the run before any download.
+    session.guest_bins(reporters).await?;
     let mut planned = Vec::new();
     for (i, &c) in cells.iter().enumerate() {
         let meta = meta(m, i, c, &opts.out_dir);
@@ -197,7 +204,7 @@ pub async fn run(
         order: Some(order),
         prepare: t0.elapsed(),
     };
-    crate::runner::run(&session, planned, &run_opts, cancel, reporters).await
+    crate::runner::run(&mut session, planned, &run_opts, cancel, reporters).await
 }
 
 #[cfg(test)]

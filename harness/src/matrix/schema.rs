@@ -37,7 +37,7 @@ pub struct RawKernel {
     pub name: String,
     /// Kernel spec: `debian:<ver>`, `source:<name>`, `path:<bzImage>`.
     pub spec: String,
-    /// Expected features (futex-abi.md section 4). Keys left out default to
+    /// Expected features (docs/futex-abi.md section 4). Keys left out default to
     /// the version table when the spec names a version.
     #[serde(default)]
     pub features: RawFeatures,

@@ -1,10 +1,11 @@
-//! The exit status of a run, decided from its events in one place: 0 when
-//! every cell passed, 1 on any unexpected result (or when no cell ran),
-//! 130 after SIGINT/SIGTERM.
+//! The exit status of a run, decided from its events in one place: 130
+//! after SIGINT/SIGTERM; else 1 on any unexpected test result (a failed
+//! cell, or no cell at all); else 69 when a cell could not run for the
+//! host's reasons (a kernel download, QEMU refusing the image); else 0.
 
 use super::{ReportError, Reporter};
 use crate::error::exit;
-use crate::events::Event;
+use crate::events::{CellStatus, Event};
 use std::sync::{Arc, Mutex};
 
 /// Collects the verdict; read it with [`ExitStatus::code`] after the run.
@@ -17,6 +18,7 @@ pub struct ExitStatus {
 struct State {
     cells: usize,
     bad: usize,
+    errors: usize,
     interrupted: bool,
 }
 
@@ -33,6 +35,8 @@ impl ExitStatus {
             exit::INTERRUPTED
         } else if s.cells == 0 || s.bad > 0 {
             exit::TESTS_FAILED
+        } else if s.errors > 0 {
+            crate::error::ErrorKind::Infrastructure.exit_code()
         } else {
             exit::OK
         }
@@ -45,7 +49,11 @@ impl Reporter for ExitStatus {
         match event {
             Event::CellFinished(o) => {
                 s.cells += 1;
-                s.bad += usize::from(!o.status.ok());
+                match &o.status {
+                    CellStatus::Passed => {}
+                    CellStatus::Error(_) => s.errors += 1,
+                    _ => s.bad += 1,
+                }
             }
             Event::RunFinished { interrupted, .. } => s.interrupted |= interrupted,
             _ => {}
@@ -57,7 +65,7 @@ impl Reporter for ExitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{CellMeta, CellOutcome, CellStatus, RunStats};
+    use crate::events::{CellMeta, CellOutcome, RunStats};
 
     fn finished(status: CellStatus) -> Event {
         let meta = CellMeta {
@@ -93,7 +101,15 @@ mod tests {
             code(&[finished(CellStatus::Passed), finished(CellStatus::Failed)]),
             1
         );
-        assert_eq!(code(&[finished(CellStatus::Error("x".into()))]), 1);
+        assert_eq!(code(&[finished(CellStatus::Error("x".into()))]), 69);
+        assert_eq!(
+            code(&[
+                finished(CellStatus::Error("x".into())),
+                finished(CellStatus::Failed)
+            ]),
+            1,
+            "a test result outranks the host"
+        );
         assert_eq!(code(&[finished(CellStatus::NotRun("x".into()))]), 1);
         assert_eq!(code(&[end(false)]), 1, "no cell is not a pass");
         assert_eq!(code(&[finished(CellStatus::Passed), end(true)]), 130);

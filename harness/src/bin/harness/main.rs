@@ -2,7 +2,9 @@
 //! tests, write JUnit. The edge: the command line, the terminal reporter
 //! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
 
+mod args;
 mod terminal;
+mod tools;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -47,20 +49,32 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
     Host,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff) of harness, or with --dir write one page
+    /// per subcommand there.
+    Man {
+        /// Write `harness.1` and `harness-<subcommand>.1` into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Run the cells of a matrix file (kernels x topologies x suites).
-    Matrix(harness::matrix::cli::MatrixArgs),
+    Matrix(args::MatrixArgs),
     /// JUnit report tools.
     #[command(subcommand)]
     Junit(JunitCommand),
     /// The kernel's own futex selftests: build them (cached) or compare
     /// their verdicts with ours.
     #[command(subcommand)]
-    Kselftest(KselftestCommand),
+    Kselftest(tools::KselftestCommand),
     /// Benchmark futex configurations across kernels and topologies (see docs/bench.md).
-    Bench(harness::bench::BenchArgs),
+    Bench(args::BenchArgs),
     /// Kernels built from source (`kernels/<name>.yaml`).
     #[command(subcommand)]
-    Kernel(KernelCmd),
+    Kernel(tools::KernelCmd),
     /// Find the commit of a kernel tree that broke a test, or moved a bench
     /// number past a threshold (--metric; git bisect; see docs/bisect.md).
     Bisect(harness::bisect::BisectArgs),
@@ -72,71 +86,7 @@ enum Command {
 #[derive(Subcommand)]
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
-    Merge(harness::matrix::cli::MergeArgs),
-}
-
-#[derive(Subcommand)]
-enum KselftestCommand {
-    /// Build (or find in the cache) the upstream futex selftests of a tree.
-    Build {
-        /// `debian:X.Y` (Debian's linux-source-X.Y) or a pristine kernel tree.
-        #[arg(long, default_value = "debian:7.3")]
-        tree: String,
-        /// Rebuild even when cached.
-        #[arg(long)]
-        rebuild: bool,
-        /// Debian mirror (default: $HARNESS_DEBIAN_MIRROR, else apt's).
-        #[arg(long, value_name = "URL")]
-        debian_mirror: Option<String>,
-    },
-    /// Upstream verdicts next to ours, per kernel, from JUnit reports.
-    Compare {
-        /// JUnit files holding kselftest-futex and futex cells.
-        #[arg(required = true)]
-        junit: Vec<PathBuf>,
-        /// Write the Markdown report here (default: stdout).
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-}
-
-#[derive(Subcommand)]
-enum KernelCmd {
-    /// List the definitions and their cached images (no network).
-    List,
-    /// Build definitions (a cache hit when nothing changed); prints each bzImage.
-    Build {
-        /// Definition names (`kernels/<name>.yaml`); default: all.
-        names: Vec<String>,
-        /// make -j (default: the number of CPUs).
-        #[arg(long)]
-        jobs: Option<usize>,
-        /// Do not use ccache even when it is installed.
-        #[arg(long)]
-        no_ccache: bool,
-        /// Debian mirror for `debian:` bases (default: $HARNESS_DEBIAN_MIRROR, else apt's).
-        #[arg(long, value_name = "URL")]
-        debian_mirror: Option<String>,
-    },
-    /// Print the cached bzImage of a definition's current inputs (exit 1 if not built).
-    Path {
-        /// Definition name.
-        name: String,
-        /// Debian mirror for `debian:` bases.
-        #[arg(long, value_name = "URL")]
-        debian_mirror: Option<String>,
-    },
-    /// Remove work trees (source checkout + objects); with --images also cached images.
-    Clean {
-        /// Definition names.
-        names: Vec<String>,
-        /// Every definition that has something in the cache.
-        #[arg(long)]
-        all: bool,
-        /// Remove the cached images too.
-        #[arg(long)]
-        images: bool,
-    },
+    Merge(args::MergeArgs),
 }
 
 #[derive(clap::Args)]
@@ -229,19 +179,34 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run(*args).await.map_err(anyhow::Error::from),
             Command::Host => host_report(),
-            Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
-            Command::Junit(JunitCommand::Merge(args)) => harness::matrix::cli::merge(args)
-                .map(|()| EXIT_OK)
-                .map_err(anyhow::Error::from),
-            Command::Kselftest(c) => kselftest(c).await,
-            Command::Bench(args) => {
-                let mut reporters = Reporters::new();
-                reporters.add(Terminal::new(Shape::Steps, Vec::new()));
-                harness::bench::run(args, &mut reporters)
-                    .await
-                    .map_err(|e| anyhow::Error::from(Error::from(e)))
+            Command::Completions { shell } => {
+                let mut cmd = <Cli as clap::CommandFactory>::command();
+                clap_complete::generate(shell, &mut cmd, "harness", &mut std::io::stdout());
+                Ok(EXIT_OK)
             }
-            Command::Kernel(cmd) => tokio::task::spawn_blocking(move || kernel_cmd(cmd))
+            Command::Man { dir } => man(dir),
+            Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
+            Command::Junit(JunitCommand::Merge(args)) => {
+                harness::matrix::cli::merge(args.request())
+                    .map(|()| EXIT_OK)
+                    .map_err(anyhow::Error::from)
+            }
+            Command::Kselftest(c) => tools::kselftest(c).await,
+            Command::Bench(args) => {
+                let exit = ExitStatus::new();
+                let mut reporters = Reporters::new();
+                reporters.add(exit.clone());
+                reporters.add(Terminal::new(Shape::Steps, Vec::new()));
+                match harness::bench::run(args.request(), &mut reporters).await {
+                    Ok(harness::bench::Measured::Nothing) => Ok(EXIT_OK),
+                    Ok(harness::bench::Measured::Missing) if exit.code() == EXIT_OK => {
+                        Ok(EXIT_TESTS_FAILED)
+                    }
+                    Ok(_) => Ok(exit.code()),
+                    Err(e) => Err(anyhow::Error::from(Error::from(e))),
+                }
+            }
+            Command::Kernel(cmd) => tokio::task::spawn_blocking(move || tools::kernel_cmd(cmd))
                 .await
                 .map_err(anyhow::Error::from)
                 .and_then(|r| r),
@@ -252,10 +217,28 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("harness: error: {e:#}");
+            eprintln!("harness: error: {}", error_text(&e));
             ExitCode::from(exit_code_for(&e))
         }
     }
+}
+
+/// An error and its causes on one line, each cause once: a cause whose
+/// text its parent already printed (`cannot create X: <io error>` over the
+/// io error) is not repeated.
+fn error_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if text.contains(&c) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&c);
+    }
+    text
 }
 
 /// The one mapping of errors to exit statuses: every front door returns an
@@ -272,6 +255,17 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     // Everything the command line says, checked before the host is touched.
     let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
     let kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
+    harness::planner::check_kernel(&kernel)?;
+    // A `path:` image is checked against the topology before anything
+    // else (the note, when it has no config, is said once the run starts).
+    let preboot_note = match &kernel {
+        KernelSpec::Path(p) => harness::planner::preboot_image(p, &topology)?,
+        _ => None,
+    };
+    harness::planner::check_suite(&args.suite)?;
+    if let Some(e) = &args.expect {
+        harness::planner::check_expect(e)?;
+    }
     let explicit_shares = args
         .shares
         .iter()
@@ -291,6 +285,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     let mut reporters = Reporters::new();
     reporters.add(exit.clone());
     let t0 = std::time::Instant::now();
+    if let Some(note) = preboot_note {
+        reporters.step(&note)?;
+    }
     let mut session = Session::open(args.debian_mirror.clone(), &mut reporters).await?;
     let (accel, note) = session.accel(args.accel).map_err(Error::infra)?;
     if let Some(n) = note {
@@ -302,7 +299,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     let resolved = session
         .kernel(&args.kernel, &kernel, &mut reporters, Some(download_bar()))
         .await
-        .map_err(resolve_error)?;
+        .map_err(harness::planner::resolve_error)?;
     let expect = resolved
         .expectations(args.expect.as_deref())
         .map_err(|e| Error::usage(format!("--expect: {e}")))?;
@@ -369,6 +366,8 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         Shape::Cases,
         vec![format!("JUnit: {}", junit_path.display())],
     ));
+    // Built before the handlers: a signal during the build ends it at once.
+    session.guest_bins(&mut reporters).await?;
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();
@@ -381,7 +380,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         session.qemu.version
     ))?;
     harness::runner::run(
-        &session,
+        &mut session,
         vec![PlannedCell::Ready(Box::new(cell))],
         &RunOptions::serial(t0.elapsed()),
         &cancel,
@@ -389,15 +388,6 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     )
     .await?;
     Ok(exit.code())
-}
-
-/// A kernel that could not be resolved: the user's fault when the file is
-/// not a kernel, the host's otherwise.
-fn resolve_error(e: std::sync::Arc<harness::kernelspec::ResolveError>) -> Error {
-    match &*e {
-        harness::kernelspec::ResolveError::BadImage { .. } => Error::usage(e),
-        _ => Error::infra(e),
-    }
 }
 
 /// A progress bar for a kernel download.
@@ -445,6 +435,22 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
     Ok(o.exit)
 }
 
+/// `harness man`: the roff page of the command (stdout), or every
+/// subcommand's page written into `dir`.
+fn man(dir: Option<PathBuf>) -> anyhow::Result<u8> {
+    let cmd = <Cli as clap::CommandFactory>::command();
+    match dir {
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
+        Some(dir) => {
+            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            clap_mangen::generate_to(cmd, &dir)
+                .with_context(|| format!("writing man pages into {}", dir.display()))?;
+            println!("man pages in {}", dir.display());
+        }
+    }
+    Ok(EXIT_OK)
+}
+
 /// `harness host`: the facts `--accel auto` decides from.
 fn host_report() -> anyhow::Result<u8> {
     let qemu = host::find_qemu()?;
@@ -461,7 +467,8 @@ fn host_report() -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-async fn matrix(args: harness::matrix::cli::MatrixArgs) -> Result<u8, Error> {
+async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
+    let args = args.request();
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone())
         .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
@@ -480,204 +487,4 @@ async fn matrix(args: harness::matrix::cli::MatrixArgs) -> Result<u8, Error> {
             harness::matrix::cli::Done::Ran => exit.code(),
         },
     )
-}
-
-async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
-    match c {
-        KselftestCommand::Build {
-            tree,
-            rebuild,
-            debian_mirror,
-        } => {
-            let spec = harness::kselftest::SourceSpec::parse(&tree)?;
-            let opts = harness::kselftest::Options {
-                mirror: debian_mirror,
-                rebuild,
-                jobs: 0,
-            };
-            let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
-                let cache = harness::kernel::cache::Cache::from_env()?;
-                Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
-            })
-            .await??;
-            let m = &build.manifest;
-            println!("dir: {}", build.dir.display());
-            println!("cached: {}", build.cached);
-            println!("source: {}", m.source);
-            println!("gcc: {}", m.gcc);
-            println!("libnuma: {}", m.libnuma.as_deref().unwrap_or("none"));
-            println!("build: {:.1} s", m.build_seconds);
-            for p in &m.programs {
-                println!("run: {} {}", p.name, p.args.join(" "));
-            }
-            for (n, why) in &m.not_run {
-                println!("not run: {n}: {why}");
-            }
-            Ok(EXIT_OK)
-        }
-        KselftestCommand::Compare { junit, out } => {
-            let mut xml = Vec::new();
-            for p in &junit {
-                xml.push(
-                    std::fs::read_to_string(p)
-                        .with_context(|| format!("reading {}", p.display()))?,
-                );
-            }
-            let report = harness::kselftest::compare_junit(&xml)?;
-            match out {
-                Some(p) => std::fs::write(&p, report)
-                    .with_context(|| format!("writing {}", p.display()))?,
-                None => print!("{report}"),
-            }
-            Ok(EXIT_OK)
-        }
-    }
-}
-
-fn debian_mirror_fn(
-    mirror: Option<String>,
-) -> impl Fn() -> Result<harness::kernel::debian::DebianMirror, harness::kernel::debian::DebianError>
-{
-    move || harness::kernel::debian::DebianMirror::discover(mirror.as_deref())
-}
-
-fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
-    use harness::kernel::{build, cache::Cache, definition};
-    let dir = definition::kernels_dir()?;
-    let cache = Cache::from_env()?;
-    match cmd {
-        KernelCmd::List => {
-            for name in definition::list(&dir)? {
-                match definition::load(&dir, &name) {
-                    Ok(def) => {
-                        let base = match &def.base {
-                            definition::BaseSpec::Debian { package } => format!("debian {package}"),
-                            definition::BaseSpec::Local { path } => {
-                                format!("tree {}", path.display())
-                            }
-                            definition::BaseSpec::Git { url, rev } => format!("git {url} {rev}"),
-                        };
-                        println!("{name}: {}", def.description);
-                        println!(
-                            "    base {base}; {} patch(es); {} + {}; {} required option(s)",
-                            def.patches.len(),
-                            def.config_base.target(),
-                            def.fragments
-                                .iter()
-                                .map(|f| f.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(" + "),
-                            def.require.len()
-                        );
-                        for (key, img, _) in build::cached_images(&cache, &name) {
-                            println!("    built {key}: {}", img.display());
-                        }
-                    }
-                    Err(e) => println!("{name}: INVALID: {e}"),
-                }
-            }
-            Ok(EXIT_OK)
-        }
-        KernelCmd::Build {
-            names,
-            jobs,
-            no_ccache,
-            debian_mirror,
-        } => {
-            let names = if names.is_empty() {
-                definition::list(&dir)?
-            } else {
-                names
-            };
-            for name in names {
-                let def = definition::load(&dir, &name)?;
-                let mut opts = build::BuildOptions::default();
-                if let Some(j) = jobs {
-                    opts.jobs = j.max(1);
-                }
-                if no_ccache {
-                    opts.ccache = false;
-                }
-                let built = build::build(
-                    &def,
-                    &cache,
-                    &opts,
-                    &debian_mirror_fn(debian_mirror.clone()),
-                    &|m| eprintln!("harness: {m}"),
-                )?;
-                let image = built
-                    .image
-                    .ok_or_else(|| anyhow::anyhow!("kernel {name}: no image"))?;
-                eprintln!(
-                    "harness: {name} {} {} in {:.2} s",
-                    built.key,
-                    if built.cache_hit {
-                        "cache hit"
-                    } else {
-                        "built"
-                    },
-                    built.elapsed.as_secs_f64()
-                );
-                println!("{}", image.display());
-            }
-            Ok(EXIT_OK)
-        }
-        KernelCmd::Path {
-            name,
-            debian_mirror,
-        } => {
-            let def = definition::load(&dir, &name)?;
-            let opts = build::BuildOptions {
-                no_build: true,
-                ..Default::default()
-            };
-            let built = build::build(
-                &def,
-                &cache,
-                &opts,
-                &debian_mirror_fn(debian_mirror),
-                &|m| eprintln!("harness: {m}"),
-            )?;
-            match built.image {
-                Some(p) => {
-                    println!("{}", p.display());
-                    Ok(EXIT_OK)
-                }
-                None => {
-                    eprintln!(
-                        "harness: {name} (key {}) is not built: run `harness kernel build {name}`",
-                        built.key
-                    );
-                    Ok(EXIT_TESTS_FAILED)
-                }
-            }
-        }
-        KernelCmd::Clean { names, all, images } => {
-            let names = if all {
-                let mut v: Vec<String> = ["kbuild/work", "kbuild/images"]
-                    .iter()
-                    .flat_map(|d| std::fs::read_dir(cache.path(d)).into_iter().flatten())
-                    .filter_map(|e| e.ok())
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| definition::valid_name(n))
-                    .collect();
-                v.sort();
-                v.dedup();
-                v
-            } else if names.is_empty() {
-                anyhow::bail!("kernel clean: name definitions or give --all");
-            } else {
-                names
-            };
-            for name in names {
-                if !definition::valid_name(&name) {
-                    return Err(definition::DefinitionError::BadName(name).into());
-                }
-                for p in build::clean(&cache, &name, images)? {
-                    println!("removed {}", p.display());
-                }
-            }
-            Ok(EXIT_OK)
-        }
-    }
 }

@@ -1,0 +1,196 @@
+//! Bad input, row by row: each command line gets its exact message and
+//! exit status (2 for the user's input, 69 for the host), and is refused
+//! before anything is downloaded, built or booted (no QEMU is needed: the
+//! rows that reach the host name a QEMU that does not exist). Quick tier.
+
+use std::process::Command;
+
+struct Row {
+    args: &'static [&'static str],
+    code: i32,
+    /// What stderr must contain (the whole message where it is ours).
+    message: &'static str,
+}
+
+const ROWS: &[Row] = &[
+    Row { args: &["run", "--kernel", "debian:abc"], code: 2,
+        message: r#"harness: error: kernel "debian:abc": expected a Debian kernel version such as debian:7.3.4, debian:7.3 or debian:7.3.4+deb13"# },
+    Row { args: &["run", "--kernel", "foo:1"], code: 2,
+        message: r#"harness: error: kernel "foo:1": expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)"# },
+    Row { args: &["run", "--kernel", "path:/nonexistent/bzImage"], code: 2,
+        message: r#"harness: error: kernel "path:/nonexistent/bzImage": /nonexistent/bzImage is not a file"# },
+    Row { args: &["run", "--kernel", "source:nonexistent"], code: 2,
+        message: r#"no kernel definition "nonexistent" in "# },
+    Row { args: &["run", "--kernel", "source:a/b"], code: 2,
+        message: r#"harness: error: kernel "source:a/b": expected debian:<version>"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--suite", "typo"], code: 2,
+        message: r#"harness: error: unknown suite "typo"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage, kselftest-futex, bench"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--expect", "numa=2"], code: 2,
+        message: r#"harness: error: --expect "numa=2": numa="2": expected 1/0, yes/no or true/false"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--expect", "bogus=1"], code: 2,
+        message: r#"harness: error: --expect "bogus=1": unknown key "bogus"; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--expect", "private_hash=0,immutable=1"], code: 2,
+        message: r#"harness: error: --expect "private_hash=0,immutable=1": immutable expected without private_hash"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "nodes=0"], code: 2,
+        message: "harness: error: invalid topology: nodes=0; expected 1..=64" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "nodes=2,nodes=3"], code: 2,
+        message: r#"harness: error: topology spec "nodes=2,nodes=3": nodes given twice"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "nodes=2,foo=1"], code: 2,
+        message: r#"harness: error: topology spec "nodes=2,foo=1": unknown key "foo" (known: nodes, cpus, mem, distance)"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "cpus=x"], code: 2,
+        message: r#"harness: error: topology spec "cpus=x": cpus="x": vCPUs per node such as 2"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "nodes"], code: 2,
+        message: r#"harness: error: topology spec "nodes": "nodes" is not key=value (expected e.g. nodes=2,cpus=2,mem=512M)"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "mem=0"], code: 2,
+        message: "harness: error: invalid topology: node 0 must have memory (the kernel boots from it)" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--guest-bin", "/nonexistent"], code: 2,
+        message: "harness: error: /nonexistent: cannot read: No such file or directory (os error 2); guest binaries must be static x86-64 executables" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--guest-bin", "/bin/sh"], code: 2,
+        message: "harness: error: /bin/sh: dynamically linked (has an ELF interpreter)" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--share", "/nonexistent:/mnt/x"], code: 2,
+        message: "harness: error: /nonexistent: No such file or directory (os error 2)\n" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--share", "/tmp:relative"], code: 2,
+        message: r#"harness: error: bad share "/tmp:relative": guest path "relative" must be absolute (expected HOST_DIR[:GUEST_PATH[:ro|rw]])"# },
+    Row { args: &["run", "--kernel", "debian:7.3", "--accel", "bogus"], code: 2,
+        message: "invalid value 'bogus' for '--accel <ACCEL>'" },
+    Row { args: &["run", "--topology", "nodes=1"], code: 2,
+        message: "the following required arguments were not provided:\n  --kernel <KERNEL>" },
+    Row { args: &["matrix", "--matrix", "/nonexistent.yaml"], code: 2,
+        message: "harness: error: /nonexistent.yaml: cannot read: No such file or directory (os error 2)\n" },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--kernel", "typo"], code: 2,
+        message: "matrix.yaml matches --kernel typo; kernels: debian-6.12, debian-6.16," },
+    Row { args: &["matrix", "--matrix", "MATRIX", "-j", "0"], code: 2,
+        message: r#"harness: error: -j "0": expected auto or a number of cells >= 1"# },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--shard", "5/4"], code: 2,
+        message: r#"harness: error: --shard "5/4": expected I/N with 1 <= I <= N, e.g. 2/4"# },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--json"], code: 2,
+        message: "harness: error: --json needs a FILE for the results (or --list for a JSON listing)" },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--set", "nope"], code: 2,
+        message: r#"harness: error: --set "nope": known sets: standard, seed, numa"# },
+    Row { args: &["bench", "--kernel", "debian:abc"], code: 2,
+        message: r#"harness: error: kernel "debian:abc": expected a Debian kernel version"# },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--rounds", "0"], code: 2,
+        message: "harness: error: --rounds must be 1..=1000 and --runtime in (0, 3600] seconds" },
+    Row { args: &["junit", "merge", "OUT", "/nonexistent.xml"], code: 2,
+        message: "harness: error: /nonexistent.xml: cannot read: No such file or directory (os error 2)\n" },
+    // The host's fault, not the user's: 69.
+    Row { args: &["run", "--kernel", "debian:7.3"], code: 69,
+        message: "/nonexistent/qemu-system-x86_64 not found" },
+    Row { args: &["host"], code: 69,
+        message: "/nonexistent/qemu-system-x86_64 not found" },
+];
+
+#[test]
+fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
+    let matrix = concat!(env!("CARGO_MANIFEST_DIR"), "/../matrix.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.xml");
+    let mut bad = Vec::new();
+    assert!(ROWS.len() >= 20, "the issue asks for at least 20 rows");
+    for row in ROWS {
+        let args: Vec<&str> = row
+            .args
+            .iter()
+            .map(|a| match *a {
+                "MATRIX" => matrix,
+                "OUT" => out.to_str().unwrap(),
+                a => a,
+            })
+            .collect();
+        let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(&args)
+            .current_dir(dir.path())
+            // Nothing may be fetched: a mirror that does not answer, a
+            // cache of its own, and no QEMU.
+            .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+            .env("HARNESS_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+            .env("HARNESS_CACHE_DIR", dir.path().join("cache"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        if o.status.code() != Some(row.code) || !stderr.contains(row.message) {
+            bad.push(format!(
+                "harness {}: exit {:?}, want {}; stderr:\n{stderr}",
+                args.join(" "),
+                o.status.code(),
+                row.code
+            ));
+        }
+        // A cause is printed once.
+        let line = stderr.lines().find(|l| l.starts_with("harness: error: "));
+        if let Some(l) = line {
+            let parts: Vec<&str> = l.split(": ").collect();
+            let mut seen = std::collections::BTreeSet::new();
+            for p in parts.iter().filter(|p| p.len() > 12) {
+                if !seen.insert(*p) {
+                    bad.push(format!("harness {}: repeats {p:?}: {l}", args.join(" ")));
+                }
+            }
+        }
+    }
+    assert!(
+        !dir.path().join("cache").exists(),
+        "something was cached before the input was refused"
+    );
+    assert!(bad.is_empty(), "{}", bad.join("\n\n"));
+}
+
+/// A `.config` with everything the guest needs.
+const GOOD_CONFIG: &str = "CONFIG_BLK_DEV_INITRD=y\nCONFIG_BINFMT_ELF=y\nCONFIG_DEVTMPFS=y\n\
+    CONFIG_PROC_FS=y\nCONFIG_SYSFS=y\nCONFIG_TTY=y\nCONFIG_SERIAL_8250=y\n\
+    CONFIG_SERIAL_8250_CONSOLE=y\nCONFIG_SERIAL_8250_RUNTIME_UARTS=4\n\
+    CONFIG_X86_IOPL_IOPERM=y\nCONFIG_FUTEX=y\nCONFIG_SMP=y\nCONFIG_NUMA=y\n\
+    CONFIG_ACPI=y\nCONFIG_ACPI_NUMA=y\nCONFIG_PCI=y\nCONFIG_X86_64_ACPI_NUMA=y\n";
+
+/// A `path:` image whose `.config` lacks what the guest needs is refused
+/// before QEMU starts (QEMU here does not exist: a 69 would mean the check
+/// came too late), naming each option and the line that fixes it.
+#[test]
+fn a_path_kernel_lacking_guest_options_is_refused_before_boot() {
+    let d = tempfile::tempdir().unwrap();
+    let mut img = vec![0u8; 8192];
+    img[0x1fe] = 0x55;
+    img[0x1ff] = 0xaa;
+    img[0x202..0x206].copy_from_slice(b"HdrS");
+    img[0x1f1] = 1;
+    let run = |config: &str, topology: &str| {
+        let dir = tempfile::tempdir_in(d.path()).unwrap();
+        std::fs::write(dir.path().join("bzImage"), &img).unwrap();
+        std::fs::write(dir.path().join(".config"), config).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(["run", "--kernel"])
+            .arg(format!("path:{}", dir.path().join("bzImage").display()))
+            .args(["--topology", topology, "--suite", "smoke"])
+            .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let no_ioperm = GOOD_CONFIG.replace(
+        "CONFIG_X86_IOPL_IOPERM=y\n",
+        "# CONFIG_X86_IOPL_IOPERM is not set\n",
+    );
+    let (code, err) = run(&no_ioperm, "nodes=1,cpus=1,mem=256M");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("lacks what the guest needs for 1 node(s) x 1 vCPU(s)")
+            && err.contains(
+                "CONFIG_X86_IOPL_IOPERM=y    # guest-init ends QEMU through isa-debug-exit (ioperm) (is not set)"
+            ),
+        "{err}"
+    );
+    let no_acpi_numa = GOOD_CONFIG.replace("CONFIG_ACPI_NUMA=y\n", "");
+    let (code, err) = run(&no_acpi_numa, "nodes=2,cpus=1,mem=256M");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("CONFIG_ACPI_NUMA=y    # the kernel reads the nodes from SRAT (is not set)"),
+        "{err}"
+    );
+    // One node does not need ACPI_NUMA: past the check, to the host (69).
+    let (code, err) = run(&no_acpi_numa, "nodes=1,cpus=1,mem=256M");
+    assert_eq!(code, Some(69), "{err}");
+    assert!(err.contains("qemu-system-x86_64 not found"), "{err}");
+}
