@@ -207,21 +207,38 @@ fn ask(url: &str, timeout: Duration) -> Result<(), String> {
         .map_err(|e| format!("HEAD {url}: {e}"))
 }
 
+/// The cache directory, or where it would be created: asked, not written
+/// (the doctor changes nothing, and a failed run's hint caches nothing).
 fn cache(dir: &Path) -> CacheFact {
-    let writable = std::fs::create_dir_all(dir)
-        .and_then(|()| tempfile::tempfile_in(dir).map(drop))
-        .map_err(|e| e.to_string());
+    let existing = dir.ancestors().find(|a| a.exists()).unwrap_or(dir);
+    let writable = c_path(existing)
+        .ok_or_else(|| "path contains a NUL byte".to_string())
+        .and_then(|c| {
+            // SAFETY: `c` is a valid C string.
+            match unsafe { libc::access(c.as_ptr(), libc::W_OK | libc::X_OK) } {
+                0 => Ok(()),
+                _ => Err(format!(
+                    "{}: {}",
+                    existing.display(),
+                    std::io::Error::last_os_error()
+                )),
+            }
+        });
     CacheFact {
         dir: dir.to_path_buf(),
         writable,
-        free_bytes: free_bytes(dir),
+        free_bytes: free_bytes(existing),
     }
+}
+
+fn c_path(p: &Path) -> Option<std::ffi::CString> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).ok()
 }
 
 /// Bytes available to this user on the file system of `dir` (statvfs).
 fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let c = c_path(dir)?;
     // SAFETY: `c` is a valid C string; `s` is written by statvfs only.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
@@ -261,5 +278,6 @@ mod tests {
         let c = f.cache.unwrap();
         assert_eq!(c.writable, Ok(()));
         assert!(c.free_bytes.is_some_and(|b| b > 0));
+        assert!(!d.path().join("cache").exists(), "the probe wrote nothing");
     }
 }
