@@ -3,11 +3,16 @@
 use anyhow::Result;
 use xshell::{cmd, Shell};
 
-/// fmt, clippy (-D warnings), the CI's own lint (actionlint, workflow
-/// schema, shellcheck), 20 s of fuzzing, `harness kernel build 7.3`, then
-/// all tests with real VMs enabled, on Debian's kernels and on `source:7.3`,
-/// and the real-kernel-tree configuration tests.
+/// `harness setup --yes` (what is missing installed, nothing when all is
+/// there), fmt, clippy (-D warnings), the CI's own lint (actionlint,
+/// workflow schema, shellcheck), 20 s of fuzzing, `harness kernel build
+/// 7.3`, then all tests with real VMs enabled, on Debian's kernels and on
+/// `source:7.3`, and the real-kernel-tree configuration tests.
 pub fn run(sh: &Shell) -> Result<()> {
+    // QEMU (from backports where the release's is too old for TCG),
+    // virtiofsd, gpgv and the keyring, static glibc, the kernel build
+    // tools: a fresh machine gets them here, a ready one is told so.
+    cmd!(sh, "cargo run --quiet -p harness -- setup --yes").run()?;
     cmd!(sh, "cargo fmt --all -- --check").run()?;
     cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings").run()?;
     cmd!(sh, "bash ci/lint.sh").run()?;

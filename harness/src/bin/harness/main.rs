@@ -3,6 +3,7 @@
 //! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
 
 mod args;
+mod doctor;
 mod terminal;
 mod tools;
 
@@ -61,6 +62,12 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
+    /// Check everything the harness may need here, with the fix for each
+    /// (exit 1 when the default run cannot work).
+    Doctor(doctor::DoctorArgs),
+    /// Install what is missing (Debian, Ubuntu): apt packages, QEMU from
+    /// backports where the release's is too old for TCG, virtiofsd.
+    Setup(doctor::SetupArgs),
     /// Run the cells of a matrix file (kernels x topologies x suites).
     Matrix(args::MatrixArgs),
     /// JUnit report tools.
@@ -177,15 +184,29 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            Command::Run(args) => run(*args).await.map_err(anyhow::Error::from),
+            Command::Run(args) => run(*args)
+                .await
+                .map_err(anyhow::Error::from)
+                .map_err(doctor::with_setup_hint),
             Command::Host => host_report(),
+            Command::Doctor(args) => tokio::task::spawn_blocking(move || doctor::doctor(args))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r),
+            Command::Setup(args) => tokio::task::spawn_blocking(move || doctor::setup(args))
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r),
             Command::Completions { shell } => {
                 let mut cmd = <Cli as clap::CommandFactory>::command();
                 clap_complete::generate(shell, &mut cmd, "harness", &mut std::io::stdout());
                 Ok(EXIT_OK)
             }
             Command::Man { dir } => man(dir),
-            Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
+            Command::Matrix(args) => matrix(args)
+                .await
+                .map_err(anyhow::Error::from)
+                .map_err(doctor::with_setup_hint),
             Command::Junit(JunitCommand::Merge(args)) => {
                 harness::matrix::cli::merge(args.request())
                     .map(|()| EXIT_OK)
