@@ -1,6 +1,6 @@
 //! `cargo xtask matrix [ARGS]`: builds the harness in release mode and
-//! execs its `matrix` subcommand with ARGS (the harness builds the guest
-//! binaries and fetches the kernels itself).
+//! execs its `matrix` subcommand with ARGS (the guest binaries are built
+//! into the harness; it fetches the kernels itself).
 
 use anyhow::Result;
 use xshell::{cmd, Shell};

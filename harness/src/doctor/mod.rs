@@ -123,8 +123,10 @@ pub const LIBC_A: &str = "/usr/lib/x86_64-linux-gnu/libc.a";
 /// virtiofsd, the mirror and the cache have rows of their own).
 #[rustfmt::skip]
 pub const REQUIREMENTS: &[Requirement] = &[
-    req("gcc", Check::Program("gcc"), "gcc", Need::DefaultRun, "links the guest binaries; compiles kernels"),
-    req("libc.a", Check::File(LIBC_A), "libc6-dev", Need::DefaultRun, "glibc's static library: the guest binaries are static"),
+    // Needed to build the harness itself (its build script links the static
+    // guest binaries), and by every run of a harness built from this tree.
+    req("gcc", Check::Program("gcc"), "gcc", Need::DefaultRun, "links the guest binaries when the harness is built; compiles kernels"),
+    req("libc.a", Check::File(LIBC_A), "libc6-dev", Need::DefaultRun, "glibc's static library: the guest binaries built into the harness are static"),
     req("gpgv", Check::Program("gpgv"), "gpgv", Need::Recommended, "checks the signature of Debian's package index"),
     req("Debian archive keyring", Check::File(crate::kernel::archive::DEFAULT_KEYRING), "debian-archive-keyring", Need::Recommended, "the keys that signature is checked with"),
     req("make", Check::Program("make"), "make", Need::KernelBuilds, "kernel and selftest builds"),

@@ -178,7 +178,8 @@ pub async fn run(
     std::fs::create_dir_all(&opts.out_dir)
         .map_err(|e| Error::infra(format!("cannot create {}: {e}", opts.out_dir.display())))?;
     let mut session = Session::open(opts.debian_mirror.clone(), reporters).await?;
-    // Built first: a broken guest build ends the run before any download.
+    // The guest binaries first: a cache that cannot hold them ends the run
+    // before any download.
     session.guest_bins(reporters).await?;
     let mut planned = Vec::new();
     for (i, &c) in cells.iter().enumerate() {

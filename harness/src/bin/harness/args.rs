@@ -9,7 +9,7 @@ use std::path::PathBuf;
 /// `harness matrix`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct MatrixArgs {
-    /// The matrix file.
+    /// The matrix file (default: ./matrix.yaml, else the built-in default matrix).
     #[arg(long, default_value = "matrix.yaml")]
     pub matrix: PathBuf,
     /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
