@@ -261,6 +261,7 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<u8, BenchError
                             suite: "bench".into(),
                             expect: None,
                             out_dir,
+                            facts: None,
                         },
                         error: format!("kernel {klabel}: {e}"),
                     });

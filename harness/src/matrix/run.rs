@@ -92,6 +92,7 @@ pub fn meta(m: &Matrix, index: usize, c: usize, out: &Path) -> CellMeta {
         suite: m.suites[cell.suite].name.clone(),
         expect: Some(k.expect.encode()),
         out_dir: cell_dir(out, &cell.name),
+        facts: None,
     }
 }
 
