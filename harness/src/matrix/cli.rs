@@ -46,6 +46,8 @@ pub struct Request {
     pub out: PathBuf,
     /// Debian mirror for `debian:` kernels.
     pub debian_mirror: Option<String>,
+    /// `--kcidb FILE`: the KCIDB document, with its origin and log base URL.
+    pub kcidb: Option<(PathBuf, crate::reporter::kcidb::Options)>,
 }
 
 /// What `harness junit merge OUT IN...` was asked to do.
@@ -175,6 +177,9 @@ pub async fn matrix(
     reporters.add(Junit::new(&run::aggregate_path(&args.out), "harness matrix").per_cell());
     if let Some(Some(path)) = &args.json {
         reporters.add(crate::reporter::json::Json::new(path));
+    }
+    if let Some((path, opts)) = &args.kcidb {
+        reporters.add(crate::reporter::kcidb::Kcidb::new(path, opts.clone()));
     }
     run::run(&m, &cells, &opts, &cancel, reporters).await?;
     Ok(Done::Ran)

@@ -149,6 +149,10 @@ async fn plan_cell(
     req.expect = meta.expect.clone();
     req.test_glob = opts.test_glob.clone();
     req.shares = shares;
+    req.kernel_facts = Some(crate::reporter::kcidb::kernel_facts(
+        &kernel.spec_text,
+        &resolved,
+    ));
     req.known_failures = suite
         .known_failures
         .iter()

@@ -65,6 +65,9 @@ enum Command {
     /// JUnit report tools.
     #[command(subcommand)]
     Junit(JunitCommand),
+    /// Reports of a finished run, from its JSON results file.
+    #[command(subcommand)]
+    Report(ReportCommand),
     /// The kernel's own futex selftests: build them (cached) or compare
     /// their verdicts with ours.
     #[command(subcommand)]
@@ -86,6 +89,13 @@ enum Command {
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
     Merge(args::MergeArgs),
+}
+
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// A KernelCI KCIDB document (schema 5.3, docs/kcidb.md); with
+    /// --submit, posted to a KCIDB-ng service.
+    Kcidb(args::KcidbReportArgs),
 }
 
 #[derive(Subcommand)]
@@ -175,6 +185,8 @@ struct RunArgs {
     /// JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    kcidb: args::KcidbArgs,
     /// Directory for console logs, raw KTAP and QEMU's argv.
     #[arg(long, default_value = "harness-out")]
     out: PathBuf,
@@ -224,6 +236,7 @@ struct RunArgs {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = args::cap_wire_log(filter);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -249,6 +262,12 @@ fn main() -> ExitCode {
             }
             Command::Man { dir } => man(dir),
             Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
+            Command::Report(ReportCommand::Kcidb(args)) => {
+                tokio::task::spawn_blocking(move || args.run())
+                    .await
+                    .map_err(anyhow::Error::from)
+                    .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
+            }
             Command::Junit(JunitCommand::Merge(args)) => {
                 harness::matrix::cli::merge(args.request())
                     .map(|()| EXIT_OK)
@@ -403,11 +422,18 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     req.boot_retries = args.boot_retries;
     req.expect = expect;
     req.shares = shares;
+    req.kernel_facts = Some(harness::reporter::kcidb::kernel_facts(
+        &args.kernel,
+        &resolved,
+    ));
     let cell = harness::planner::cell(0, req);
     let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
     reporters.add(Junit::new(&junit_path, "harness run"));
     if let Some(p) = &args.json {
         reporters.add(Json::new(p));
+    }
+    if let Some((p, opts)) = args.kcidb.output() {
+        reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
     }
     reporters.add(Terminal::new(
         Shape::Cases,
