@@ -220,6 +220,26 @@ fn fixtures_of_every_status_make_a_valid_document_that_report_kcidb_reproduces()
 }
 
 #[test]
+fn times_come_out_of_the_results_file_exactly_as_the_run_had_them() {
+    // serde_json parses floats best-effort, so both paths read them from text.
+    let d = tempfile::tempdir().unwrap();
+    for k in 0..40u64 {
+        let started = SystemTime::UNIX_EPOCH
+            + Duration::from_nanos(1_764_583_201_123_456_789 + k * 1_000_003_331);
+        let mut outcomes = outcomes(d.path(), started);
+        for o in &mut outcomes {
+            o.duration = Duration::from_nanos(12_345_678_901 + k * 7_919_113);
+        }
+        let (doc, json) = (d.path().join("k.json"), d.path().join("r.json"));
+        let mut kcidb = Kcidb::new(&doc, opts());
+        let mut results = harness::reporter::json::Json::new(&json);
+        run_events(&outcomes, started, &mut [&mut kcidb, &mut results]);
+        let again = harness::reporter::kcidb::convert(&json, &opts()).unwrap();
+        assert!(std::fs::read(&doc).unwrap() == again, "run {k}");
+    }
+}
+
+#[test]
 fn ids_do_not_change_when_the_same_inputs_run_again() {
     let d = tempfile::tempdir().unwrap();
     let ids = |at: u64| {

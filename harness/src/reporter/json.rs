@@ -61,7 +61,8 @@ fn bounded(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-fn run_meta(host: &HostFacts, at: SystemTime) -> Value {
+/// The document's `run`, before its `stats`.
+pub fn run_meta(host: &HostFacts, at: SystemTime) -> Value {
     json!({
         "harness_version": host.harness_version,
         "qemu_version": host.qemu_version,

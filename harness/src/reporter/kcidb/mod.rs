@@ -203,6 +203,14 @@ pub fn report(req: &ReportRequest, say: &mut dyn FnMut(&str)) -> Result<(), Kcid
     Ok(())
 }
 
+/// `value` as a reader of the JSON results file gets it: the same fields,
+/// and numbers parsed from the same text (serde_json's float parsing is
+/// best-effort, so a value that skipped the text could differ in its last
+/// bit from a later `convert`).
+fn as_in_file<T: serde::de::DeserializeOwned + Default>(value: &serde_json::Value) -> T {
+    serde_json::from_str(&value.to_string()).unwrap_or_default()
+}
+
 /// Writes the document as cells finish (only finished cells are in it:
 /// a placeholder would get other ids than the cell it stands for).
 pub struct Kcidb {
@@ -234,21 +242,12 @@ impl Reporter for Kcidb {
         match event {
             Event::RunStarted { cells, host, at } => {
                 self.results.schema_version = super::json::SCHEMA_VERSION;
-                self.results.run = results::Run {
-                    harness_version: host.harness_version.clone(),
-                    qemu_version: host.qemu_version.clone(),
-                    host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get() as u64),
-                    started: at
-                        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                        .map_or(0.0, |d| d.as_secs_f64()),
-                };
+                self.results.run = as_in_file(&super::json::run_meta(host, *at));
                 self.slots = vec![None; cells.len()];
                 self.write()
             }
             Event::CellFinished(o) => {
-                // The same cell the JSON results file carries.
-                let cell: results::Cell =
-                    serde_json::from_value(super::json::cell_value(o)).unwrap_or_default();
+                let cell: results::Cell = as_in_file(&super::json::cell_value(o));
                 let i = o.meta.index;
                 if i >= self.slots.len() {
                     self.slots.resize(i + 1, None);
