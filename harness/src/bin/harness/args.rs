@@ -209,6 +209,14 @@ impl KcidbArgs {
     }
 }
 
+/// `harness report ...`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ReportCommand {
+    /// A KernelCI KCIDB document (schema 5.3, docs/kcidb.md); with
+    /// --submit, posted to a KCIDB-ng service.
+    Kcidb(KcidbReportArgs),
+}
+
 /// `harness report kcidb`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KcidbReportArgs {

@@ -65,9 +65,6 @@ enum Command {
     /// JUnit report tools.
     #[command(subcommand)]
     Junit(JunitCommand),
-    /// Reports of a finished run, from its JSON results file.
-    #[command(subcommand)]
-    Report(ReportCommand),
     /// The kernel's own futex selftests: build them (cached) or compare
     /// their verdicts with ours.
     #[command(subcommand)]
@@ -80,6 +77,9 @@ enum Command {
     /// Find the commit of a kernel tree that broke a test, or moved a bench
     /// number past a threshold (--metric; git bisect; see docs/bisect.md).
     Bisect(harness::bisect::BisectArgs),
+    /// Reports of a finished run, from its JSON results file.
+    #[command(subcommand)]
+    Report(args::ReportCommand),
     /// One step of `harness bisect` (run by `git bisect run`).
     #[command(hide = true)]
     BisectStep(harness::bisect::StepArgs),
@@ -89,13 +89,6 @@ enum Command {
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
     Merge(args::MergeArgs),
-}
-
-#[derive(Subcommand)]
-enum ReportCommand {
-    /// A KernelCI KCIDB document (schema 5.3, docs/kcidb.md); with
-    /// --submit, posted to a KCIDB-ng service.
-    Kcidb(args::KcidbReportArgs),
 }
 
 #[derive(Subcommand)]
@@ -262,12 +255,6 @@ fn main() -> ExitCode {
             }
             Command::Man { dir } => man(dir),
             Command::Matrix(args) => matrix(args).await.map_err(anyhow::Error::from),
-            Command::Report(ReportCommand::Kcidb(args)) => {
-                tokio::task::spawn_blocking(move || args.run())
-                    .await
-                    .map_err(anyhow::Error::from)
-                    .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
-            }
             Command::Junit(JunitCommand::Merge(args)) => {
                 harness::matrix::cli::merge(args.request())
                     .map(|()| EXIT_OK)
@@ -286,6 +273,12 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|r| r),
             Command::Bisect(args) => bisect(args).await,
+            Command::Report(args::ReportCommand::Kcidb(args)) => {
+                tokio::task::spawn_blocking(move || args.run())
+                    .await
+                    .map_err(anyhow::Error::from)
+                    .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
+            }
             Command::BisectStep(args) => Ok(harness::bisect::step(args).await),
         }
     });
