@@ -31,6 +31,71 @@ pub struct CellMeta {
     pub expect: Option<String>,
     /// Where the cell's logs go.
     pub out_dir: PathBuf,
+    /// The kernel's source and build and the VM's topology, for reports
+    /// that describe them (KCIDB): set by [`crate::planner::cell`], `None`
+    /// for a cell that was never planned.
+    pub facts: Option<Box<CellFacts>>,
+}
+
+/// What a planned cell runs on, beyond its names (see [`CellMeta::facts`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellFacts {
+    /// The kernel, when the front door said ([`crate::planner::CellRequest::kernel_facts`]).
+    pub kernel: Option<KernelFacts>,
+    /// The topology the VM has.
+    pub topology: crate::topology::Topology,
+}
+
+/// Where a kernel's source came from and how its image was built, in the
+/// terms of KernelCI's KCIDB (a checkout, a build); the JSON results file
+/// carries it as is (`kernel_facts`, docs/results.md).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct KernelFacts {
+    /// `debian`, `source` or `path`.
+    pub kind: String,
+    /// Upstream version, when known.
+    pub version: Option<String>,
+    /// One line: package and ABI, definition and cache key, or file.
+    pub description: String,
+    /// What identifies the unpatched source: `debian:linux-<version>`
+    /// (Debian's own build), the definition base's identity
+    /// (`debian:<linux-source .deb>`, `git:<commit>`, `tree:<tree id>`),
+    /// or `path:<sha256>` (a file of unknown source).
+    pub source: String,
+    /// What identifies the image: `debian:<package>`,
+    /// `source:<definition>@<cache key>`, `path:<sha256>`.
+    pub build: String,
+    /// The configuration's name: the definition or the Debian package.
+    pub config: String,
+    /// The tree's name where it has a widely used one (`debian`).
+    pub tree_name: Option<String>,
+    /// A `git:` base's repository, when it is an `https://` URL.
+    pub git_url: Option<String>,
+    /// A `git:` base's branch or tag (not a commit hash).
+    pub git_ref: Option<String>,
+    /// A `git:` base's full commit hash.
+    pub git_commit: Option<String>,
+    /// The patches applied over the base, in order.
+    pub patches: Vec<PatchFacts>,
+    /// The compiler's version line, where the cache recorded it.
+    pub compiler: Option<String>,
+    /// Seconds the source build took (when the cache built it).
+    pub build_seconds: Option<f64>,
+    /// When that build started, seconds since the epoch.
+    pub build_started: Option<f64>,
+    /// The build log, relative to the cache's `kbuild/images/`
+    /// (`<definition>/<key>/build.log`).
+    pub build_log: Option<String>,
+}
+
+/// One patch of a kernel definition.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct PatchFacts {
+    /// Name relative to `kernels/patches/`.
+    pub name: String,
+    /// SHA-256 of its content, hex.
+    pub sha256: String,
 }
 
 /// How a cell ended, as far as the run is concerned: decided once, by

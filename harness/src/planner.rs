@@ -380,6 +380,9 @@ pub struct CellRequest {
     pub shares: ShareSetup,
     /// Where the cell's logs go.
     pub out_dir: PathBuf,
+    /// The kernel's source and build, for reports that describe them
+    /// (`crate::reporter::kcidb::kernel_facts`).
+    pub kernel_facts: Option<crate::events::KernelFacts>,
 }
 
 impl CellRequest {
@@ -415,6 +418,7 @@ impl CellRequest {
             known_failures: Vec::new(),
             shares: ShareSetup::none(),
             out_dir,
+            kernel_facts: None,
         }
     }
 }
@@ -480,6 +484,10 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
         suite: req.suite_label.clone(),
         expect: req.expect,
         out_dir: req.out_dir.clone(),
+        facts: Some(Box::new(crate::events::CellFacts {
+            kernel: req.kernel_facts,
+            topology: req.topology.clone(),
+        })),
     };
     ReadyCell {
         meta,

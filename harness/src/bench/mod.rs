@@ -274,6 +274,7 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
                             suite: "bench".into(),
                             expect: None,
                             out_dir,
+                            facts: None,
                         },
                         error: format!("kernel {klabel}: {e}"),
                     });

@@ -48,6 +48,8 @@ pub struct Request {
     pub out: PathBuf,
     /// Debian mirror for `debian:` kernels.
     pub debian_mirror: Option<String>,
+    /// `--kcidb FILE`: the KCIDB document, with its origin and log base URL.
+    pub kcidb: Option<(PathBuf, crate::reporter::kcidb::Options)>,
 }
 
 /// The matrix file `--matrix` defaults to, in the current directory.
@@ -219,6 +221,9 @@ pub async fn matrix(
     reporters.add(Junit::new(&run::aggregate_path(&args.out), "harness matrix").per_cell());
     if let Some(Some(path)) = &args.json {
         reporters.add(crate::reporter::json::Json::new(path));
+    }
+    if let Some((path, opts)) = &args.kcidb {
+        reporters.add(crate::reporter::kcidb::Kcidb::new(path, opts.clone()));
     }
     run::run(&m, &cells, &opts, &cancel, reporters).await?;
     Ok(Done::Ran)

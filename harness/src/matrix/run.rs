@@ -92,6 +92,7 @@ pub fn meta(m: &Matrix, index: usize, c: usize, out: &Path) -> CellMeta {
         suite: m.suites[cell.suite].name.clone(),
         expect: Some(k.expect.encode()),
         out_dir: cell_dir(out, &cell.name),
+        facts: None,
     }
 }
 
@@ -153,6 +154,10 @@ async fn plan_cell(
     req.expect = meta.expect.clone();
     req.test_glob = opts.test_glob.clone();
     req.shares = shares;
+    req.kernel_facts = Some(crate::reporter::kcidb::kernel_facts(
+        &kernel.spec_text,
+        &resolved,
+    ));
     req.known_failures = suite
         .known_failures
         .iter()

@@ -77,6 +77,7 @@ mod tests {
             suite: "s".into(),
             expect: None,
             out_dir: "/o".into(),
+            facts: None,
         };
         Event::CellFinished(Box::new(CellOutcome::without_result(meta, status)))
     }

@@ -7,6 +7,7 @@
 use super::{write_atomic, ReportError, Reporter};
 use crate::events::{CellOutcome, Event, HostFacts, RunStats};
 use crate::verdict::CaseStatus;
+use guest_tests::bench::{BenchLine, BENCH_TAG};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -60,7 +61,8 @@ fn bounded(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-fn run_meta(host: &HostFacts, at: SystemTime) -> Value {
+/// The document's `run`, before its `stats`.
+pub fn run_meta(host: &HostFacts, at: SystemTime) -> Value {
     json!({
         "harness_version": host.harness_version,
         "qemu_version": host.qemu_version,
@@ -105,8 +107,16 @@ pub fn cell_value(o: &CellOutcome) -> Value {
             "console_reports": kinds,
             "console_log": r.console_log.as_ref().map(|p| p.display().to_string()),
             "notes": r.notes.iter().map(|n| bounded(n, MAX_MESSAGE)).collect::<Vec<_>>(),
+            "kernel_reports": r.console.reports.iter().map(|k| json!({
+                "kind": k.kind.name(),
+                "test": k.test,
+                "line": k.line,
+                "title": bounded(&k.title, MAX_MESSAGE),
+                "excerpt": bounded(&k.excerpt, MAX_MESSAGE),
+            })).collect::<Vec<_>>(),
         })
     });
+    let facts = o.meta.facts.as_deref();
     json!({
         "name": o.meta.name,
         "kernel": o.meta.kernel,
@@ -120,7 +130,49 @@ pub fn cell_value(o: &CellOutcome) -> Value {
         "counts": {"pass": o.counts.pass, "fail": o.counts.fail, "skip": o.counts.skip},
         "vm": vm,
         "cases": cases,
+        "out_dir": o.meta.out_dir.display().to_string(),
+        "kernel_facts": facts.and_then(|f| f.kernel.as_ref()).map(|k| serde_json::to_value(k).unwrap_or_default()),
+        "topology_layout": facts.map(|f| layout_value(&f.topology)),
+        "bench": o.result.as_ref().map(|r| bench_rows(&r.ktap)).unwrap_or_default(),
     })
+}
+
+/// The nodes and distances of a topology.
+fn layout_value(t: &crate::topology::Topology) -> Value {
+    json!({
+        "nodes": t.nodes().iter().map(|n| json!({"cpus": n.cpus, "mem_mib": n.mem_mib})).collect::<Vec<_>>(),
+        "distances": t.distances(),
+    })
+}
+
+/// The `# BENCH` summaries of a cell's KTAP document, each with the
+/// top-level test that printed it.
+fn bench_rows(doc: &crate::ktap::Document) -> Vec<Value> {
+    fn walk(node: &crate::ktap::TestNode, test: &str, out: &mut Vec<Value>) {
+        for d in node.diagnostics.iter().filter(|d| d.starts_with(BENCH_TAG)) {
+            if let Some(BenchLine::Summary(s)) = BenchLine::parse(&format!("# {d}")) {
+                out.push(json!({
+                    "test": test,
+                    "config": s.config,
+                    "spec": s.spec,
+                    "ops_per_s": s.total.mean,
+                    "sd": s.total.sd,
+                    "n": s.total.n,
+                    "min": s.total.min,
+                    "max": s.total.max,
+                    "threads": s.threads,
+                }));
+            }
+        }
+        for sub in &node.subtests {
+            walk(sub, test, out);
+        }
+    }
+    let mut out = Vec::new();
+    for top in &doc.tests {
+        walk(top, &top.name, &mut out);
+    }
+    out
 }
 
 fn stats_value(stats: &RunStats, interrupted: bool) -> Value {
@@ -187,6 +239,7 @@ mod tests {
             suite: "futex".into(),
             expect: None,
             out_dir: d.path().into(),
+            facts: None,
         };
         j.report(&Event::RunStarted {
             cells: vec![meta(0), meta(1)],
@@ -232,5 +285,10 @@ mod tests {
         let msg = v["cells"][1]["cases"][0]["message"].as_str().unwrap();
         assert!(msg.len() <= MAX_MESSAGE && msg.starts_with("\u{0}\"<"));
         assert_eq!(v["cells"][1]["cases"][1]["status"], "pass");
+        // What `report kcidb` reads: a cell never planned has no facts.
+        assert_eq!(v["cells"][1]["out_dir"], d.path().display().to_string());
+        assert!(v["cells"][1]["kernel_facts"].is_null());
+        assert!(v["cells"][1]["topology_layout"].is_null());
+        assert_eq!(v["cells"][1]["bench"], json!([]));
     }
 }

@@ -161,6 +161,7 @@ mod tests {
             suite: format!("s{index}"),
             expect: Some("numa=1".into()),
             out_dir: out.join(format!("c{index}")),
+            facts: None,
         }
     }
 

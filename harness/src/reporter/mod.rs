@@ -7,6 +7,7 @@
 pub mod exit;
 pub mod json;
 pub mod junit;
+pub mod kcidb;
 
 use crate::events::Event;
 

@@ -1,9 +1,11 @@
 //! The command line of the front doors that live in the library
-//! (`matrix`, `junit merge`, `bench`): clap types here, plain requests there.
+//! (`matrix`, `junit merge`, `bench`, `report kcidb`, and the `--kcidb`
+//! flags of `run` and `matrix`): clap types here, plain requests there.
 
 use harness::bench;
 use harness::host::AccelChoice;
 use harness::matrix::cli;
+use harness::reporter::kcidb;
 use std::path::PathBuf;
 
 /// `harness matrix`.
@@ -53,6 +55,8 @@ pub struct MatrixArgs {
     /// Debian mirror for `debian:` kernels.
     #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
+    #[command(flatten)]
+    pub kcidb: KcidbArgs,
 }
 
 /// `harness junit merge OUT IN...`.
@@ -83,6 +87,7 @@ impl MatrixArgs {
             rerun_failed: self.rerun_failed,
             out: self.out,
             debian_mirror: self.debian_mirror,
+            kcidb: self.kcidb.output(),
         }
     }
 }
@@ -172,4 +177,112 @@ impl BenchArgs {
             bare_suite: self.bare_suite,
         }
     }
+}
+
+/// `--kcidb FILE --origin NAME [--log-base-url URL]` of `run` and `matrix`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KcidbArgs {
+    /// KernelCI KCIDB document of the run (schema 5.3; docs/kcidb.md),
+    /// rewritten as cells finish. Needs --origin.
+    #[arg(long, value_name = "FILE", requires = "origin")]
+    pub kcidb: Option<PathBuf>,
+    /// The CI system's KCIDB origin name ([a-z0-9_]+), the prefix of every
+    /// id in the --kcidb document.
+    #[arg(long, value_name = "NAME", requires = "kcidb", value_parser = origin)]
+    pub origin: Option<String>,
+    /// Where the cell directories are published: the base of the
+    /// console-log, JUnit, patch and build-log URLs of the --kcidb document
+    /// (none without it).
+    #[arg(long, value_name = "URL", requires = "kcidb", value_parser = base_url)]
+    pub log_base_url: Option<String>,
+}
+
+impl KcidbArgs {
+    /// The document's path and options, when asked for.
+    pub fn output(&self) -> Option<(PathBuf, kcidb::Options)> {
+        let path = self.kcidb.clone()?;
+        let opts = kcidb::Options {
+            origin: self.origin.clone()?,
+            log_base_url: self.log_base_url.clone(),
+        };
+        Some((path, opts))
+    }
+}
+
+/// `harness report ...`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ReportCommand {
+    /// A KernelCI KCIDB document (schema 5.3, docs/kcidb.md); with
+    /// --submit, posted to a KCIDB-ng service.
+    Kcidb(KcidbReportArgs),
+}
+
+/// `harness report kcidb`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KcidbReportArgs {
+    /// The JSON results file of a run (`--json` of run or matrix).
+    #[arg(long, value_name = "FILE")]
+    pub results: PathBuf,
+    /// The CI system's KCIDB origin name ([a-z0-9_]+).
+    #[arg(long, value_name = "NAME", value_parser = origin)]
+    pub origin: String,
+    /// Write the document here (default: stdout, unless --submit).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Where the cell directories are published (see `run --log-base-url`).
+    #[arg(long, value_name = "URL", value_parser = base_url)]
+    pub log_base_url: Option<String>,
+    /// Post the document to this KCIDB-ng service (its base URL), with the
+    /// token from $KCIDB_TOKEN, and wait for it to be processed.
+    #[arg(long, value_name = "URL")]
+    pub submit: Option<String>,
+    /// Seconds to wait for the service to process the submission (0: do
+    /// not ask).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub wait: u64,
+}
+
+impl KcidbReportArgs {
+    /// Runs `harness report kcidb`.
+    pub fn run(self) -> Result<(), harness::error::Error> {
+        let req = kcidb::ReportRequest {
+            results: self.results,
+            options: kcidb::Options {
+                origin: self.origin,
+                log_base_url: self.log_base_url,
+            },
+            output: self.output,
+            submit: self.submit,
+            wait: std::time::Duration::from_secs(self.wait),
+        };
+        Ok(kcidb::report(&req, &mut |line| {
+            eprintln!("harness: kcidb: {line}")
+        })?)
+    }
+}
+
+/// `--origin`: checked before anything runs (a usage error, exit 2).
+fn origin(s: &str) -> Result<String, String> {
+    kcidb::check_origin(s).map_err(|_| kcidb::ORIGIN_RULE.to_string())
+}
+
+/// `--log-base-url`.
+fn base_url(s: &str) -> Result<String, String> {
+    kcidb::check_base_url(s).map_err(|_| kcidb::BASE_URL_RULE.to_string())
+}
+
+/// The log filter with ureq's wire-level trace log (which shows request
+/// headers unredacted, a KCIDB token among them) capped at its debug log.
+pub fn cap_wire_log(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::filter::LevelFilter;
+    if filter
+        .max_level_hint()
+        .is_some_and(|l| l < LevelFilter::TRACE)
+    {
+        return filter;
+    }
+    ["ureq=debug", "ureq_proto=debug"]
+        .iter()
+        .filter_map(|d| d.parse().ok())
+        .fold(filter, |f, d| f.add_directive(d))
 }

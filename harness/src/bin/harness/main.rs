@@ -85,6 +85,9 @@ enum Command {
     /// Find the commit of a kernel tree that broke a test, or moved a bench
     /// number past a threshold (--metric; git bisect; see docs/bisect.md).
     Bisect(harness::bisect::BisectArgs),
+    /// Reports of a finished run, from its JSON results file.
+    #[command(subcommand)]
+    Report(args::ReportCommand),
     /// One step of `harness bisect` (run by `git bisect run`).
     #[command(hide = true)]
     BisectStep(harness::bisect::StepArgs),
@@ -119,6 +122,8 @@ struct RunArgs {
     /// JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    #[command(flatten)]
+    kcidb: args::KcidbArgs,
     /// Directory for console logs, raw KTAP and QEMU's argv.
     #[arg(long, default_value = "harness-out")]
     out: PathBuf,
@@ -168,6 +173,7 @@ struct RunArgs {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let filter = args::cap_wire_log(filter);
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -232,6 +238,12 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|r| r),
             Command::Bisect(args) => bisect(args).await,
+            Command::Report(args::ReportCommand::Kcidb(args)) => {
+                tokio::task::spawn_blocking(move || args.run())
+                    .await
+                    .map_err(anyhow::Error::from)
+                    .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
+            }
             Command::BisectStep(args) => Ok(harness::bisect::step(args).await),
         }
     });
@@ -377,11 +389,18 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     req.boot_retries = args.boot_retries;
     req.expect = expect;
     req.shares = shares;
+    req.kernel_facts = Some(harness::reporter::kcidb::kernel_facts(
+        &args.kernel,
+        &resolved,
+    ));
     let cell = harness::planner::cell(0, req);
     let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
     reporters.add(Junit::new(&junit_path, "harness run"));
     if let Some(p) = &args.json {
         reporters.add(Json::new(p));
+    }
+    if let Some((p, opts)) = args.kcidb.output() {
+        reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
     }
     reporters.add(Terminal::new(
         Shape::Cases,
