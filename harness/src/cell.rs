@@ -208,14 +208,22 @@ pub async fn run_with_shares(
         let out = crate::vm::run(&req, cancel).await;
         daemons.stop().await;
         let out = out?;
-        let kvm_failed = accel == Accel::Kvm
-            && matches!(out.end, VmEnd::QemuExited { .. })
+        // KVM fails in two ways TCG does not: QEMU stops with "KVM internal
+        // error", or (a paravirtual /dev/kvm, measured) the guest never
+        // prints a byte until the watchdog. Either is retried under TCG.
+        let kvm_error = matches!(out.end, VmEnd::QemuExited { .. })
             && crate::host::is_kvm_failure(&out.qemu_stderr);
-        if kvm_failed {
-            let note = format!(
-                "KVM failed ({}); retried under TCG",
+        let kvm_silent = matches!(out.end, VmEnd::Watchdog(_)) && out.console.is_empty();
+        if accel == Accel::Kvm && (kvm_error || kvm_silent) {
+            let why = if kvm_error {
                 crate::vm::tail(out.qemu_stderr.trim(), 200)
-            );
+            } else {
+                format!(
+                    "the guest printed nothing before the watchdog ({})",
+                    crate::verdict::describe(&out.end)
+                )
+            };
+            let note = format!("KVM failed ({why}); retried under TCG");
             tracing::warn!("{}: {note}", spec.name);
             notes.push(note);
             accel = Accel::Tcg;

@@ -38,6 +38,16 @@ impl Junit {
     }
 
     fn write_aggregate(&self) -> Result<(), ReportError> {
+        if let Some(dir) = self
+            .aggregate
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
         let mut r = Report::new(xml_safe(&self.name, MAX_SHORT));
         r.set_time(self.slots.iter().filter_map(|s| s.time).sum());
         if let Some(t) = self.slots.iter().filter_map(|s| s.timestamp).min() {
@@ -168,7 +178,9 @@ mod tests {
     #[test]
     fn aggregate_lists_every_cell_from_the_start_and_cells_get_their_own_file() {
         let d = tempfile::tempdir().unwrap();
-        let agg = d.path().join("junit.xml");
+        // The aggregate's directory need not exist yet (`harness run`'s
+        // default is inside the cell's output directory).
+        let agg = d.path().join("not-yet/junit.xml");
         let mut j = Junit::new(&agg, "harness matrix").per_cell();
         let cells = vec![meta(0, d.path()), meta(1, d.path())];
         j.report(&Event::RunStarted {
