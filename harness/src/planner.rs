@@ -171,6 +171,15 @@ impl Session {
         r
     }
 
+    /// Debian's static busybox for `--exec` and `--shell` (fetched and
+    /// verified once, then from the cache).
+    pub async fn busybox(&mut self, reporters: &mut Reporters) -> Result<PathBuf, Error> {
+        let _ = reporters.step("fetching busybox-static (the guest's shell)");
+        let mirror = self.mirror.clone();
+        join(tokio::task::spawn_blocking(move || crate::busybox::fetch(mirror.as_deref())).await)?
+            .map_err(Error::infra)
+    }
+
     /// What [`share::decide`] needs for a cell of this kernel: the
     /// virtiofsd daemon (looked up once) and, where one exists, the
     /// kernel's virtiofs support (looked up once per kernel; the Debian
@@ -347,6 +356,8 @@ pub struct CellRequest {
     pub shares: ShareSetup,
     /// Where the cell's logs go.
     pub out_dir: PathBuf,
+    /// Shell, gdb, memory image, live lines, extra QEMU words.
+    pub debug: crate::debug::DebugOptions,
 }
 
 impl CellRequest {
@@ -382,6 +393,7 @@ impl CellRequest {
             known_failures: Vec::new(),
             shares: ShareSetup::none(),
             out_dir,
+            debug: Default::default(),
         }
     }
 }
@@ -464,6 +476,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             timeout_scale: req.timeout_scale,
             boot_retries: req.boot_retries,
             out_dir: req.out_dir,
+            debug: req.debug,
         },
         shares: req.shares,
         known_failures: req.known_failures,

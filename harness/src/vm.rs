@@ -7,20 +7,24 @@
 //! QMP `GUEST_PANICKED` ends the run in seconds; a watchdog and the cancel
 //! token bound the rest. QEMU is started by [`crate::procs::spawn_guarded`]
 //! (own process group, `PR_SET_PDEATHSIG`, registered) and is killed on
-//! every exit path.
+//! every exit path. What a debugging session attaches ([`Attach`]): live
+//! lines for the terminal, the shell port bridged to it
+//! ([`crate::console_bridge`]), a memory image through QMP
+//! `dump-guest-memory` on a panic or at the watchdog.
 
 use crate::host::Qemu;
 use crate::qemu::{argv, VmSpec};
 use crate::result::VmEnd;
 use futures::StreamExt;
-use guest_tests::plan::GuestExit;
+use guest_tests::init::lines::{sanitize_line, LineSplitter, MAX_LINE_BYTES};
+use guest_tests::plan::{GuestExit, SHELL_MARK};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Errors that stop a VM from starting at all.
@@ -91,6 +95,90 @@ pub struct VmRequest {
     pub results_log: PathBuf,
     /// Bounds.
     pub limits: Limits,
+    /// Live lines and the memory image (none by default).
+    pub attach: Attach,
+}
+
+/// A line a VM printed, for the terminal (`--live`): sanitised like the
+/// guest's result lines, at most [`MAX_LINE_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LiveLine {
+    /// A kernel console line (ttyS0).
+    Console(String),
+    /// A line of the KTAP results stream (ttyS1).
+    Result(String),
+    /// Lines not shown because the terminal fell behind.
+    Dropped(u64),
+}
+
+/// Live lines in flight at most; past that they are dropped and counted.
+pub const LIVE_BACKLOG: usize = 4096;
+
+/// Where a VM's live lines go: the runner's channel, tagged with the cell.
+#[derive(Debug, Clone)]
+pub struct LiveTap {
+    /// The cell's index.
+    pub index: usize,
+    /// The runner's end of the channel (bounded: [`LIVE_BACKLOG`]).
+    pub tx: mpsc::Sender<(usize, LiveLine)>,
+}
+
+/// What a debugging session attaches to a VM.
+#[derive(Debug, Clone, Default)]
+pub struct Attach {
+    /// Live console and result lines.
+    pub live: Option<LiveTap>,
+    /// Where a guest memory image (ELF) is written on a panic or at the
+    /// watchdog.
+    pub dump: Option<PathBuf>,
+}
+
+/// Makes a [`LiveLine`] of a sanitised line (which port it came from).
+type LiveKind = fn(String) -> LiveLine;
+
+/// Splits a serial stream into sanitised lines for the live tap and for
+/// the shell's start mark.
+struct LineTap {
+    splitter: LineSplitter,
+    live: Option<(LiveTap, LiveKind)>,
+    dropped: u64,
+    shell_ready: Option<watch::Sender<bool>>,
+}
+
+impl LineTap {
+    fn push(&mut self, chunk: &[u8]) {
+        for l in self.splitter.push(chunk) {
+            self.line(sanitize_line(&l.bytes));
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(l) = self.splitter.finish() {
+            self.line(sanitize_line(&l.bytes));
+        }
+    }
+
+    fn line(&mut self, text: String) {
+        if let Some(tx) = &self.shell_ready {
+            if text.trim_start().starts_with(SHELL_MARK) {
+                let _ = tx.send(true);
+            }
+        }
+        let Some((tap, make)) = &self.live else {
+            return;
+        };
+        if self.dropped > 0
+            && tap
+                .tx
+                .try_send((tap.index, LiveLine::Dropped(self.dropped)))
+                .is_ok()
+        {
+            self.dropped = 0;
+        }
+        if tap.tx.try_send((tap.index, make(text))).is_err() {
+            self.dropped += 1;
+        }
+    }
 }
 
 /// What a VM produced.
@@ -110,6 +198,9 @@ pub struct VmOutput {
     pub qmp_panicked: bool,
     /// Wall-clock time.
     pub elapsed: Duration,
+    /// The guest memory image asked for by [`Attach::dump`]: written, or
+    /// why not (`None`: none asked for, or no panic and no watchdog).
+    pub dump: Option<Result<PathBuf, String>>,
 }
 
 const PANIC_LINE: &[u8] = b"Kernel panic - not syncing";
@@ -171,6 +262,7 @@ async fn serial_reader(
     log: tokio::fs::File,
     limit: usize,
     panic_tx: Option<watch::Sender<bool>>,
+    mut tap: Option<LineTap>,
 ) -> Vec<u8> {
     let mut cap = Capture::new(limit);
     let Ok((mut stream, _)) = listener.accept().await else {
@@ -187,6 +279,9 @@ async fn serial_reader(
         };
         let chunk = &buf[..n];
         cap.push(chunk);
+        if let Some(t) = tap.as_mut() {
+            t.push(chunk);
+        }
         if logged < limit {
             let take = (limit - logged).min(n);
             // A full disk must not stop the run; the capture still has it.
@@ -207,14 +302,25 @@ async fn serial_reader(
         }
     }
     let _ = log.flush().await;
+    if let Some(t) = tap.as_mut() {
+        t.finish();
+    }
     cap.finish()
+}
+
+/// What the harness asks of QMP.
+enum QmpAsk {
+    /// End QEMU.
+    Quit,
+    /// Stop the vCPUs and write a memory image (ELF) to the path.
+    Dump(PathBuf, oneshot::Sender<Result<(), String>>),
 }
 
 /// Speaks QMP: records GUEST_PANICKED, and sends `quit` when asked.
 async fn qmp_session(
     listener: UnixListener,
     panic_tx: watch::Sender<bool>,
-    mut quit_rx: tokio::sync::mpsc::Receiver<()>,
+    mut ask_rx: mpsc::Receiver<QmpAsk>,
     qmp_panicked: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let Ok((stream, _)) = listener.accept().await else {
@@ -241,9 +347,27 @@ async fn qmp_session(
                 }
                 None => break,
             },
-            Some(()) = quit_rx.recv() => {
-                tokio::spawn(service.execute(qapi::qmp::quit {}));
-            }
+            Some(ask) = ask_rx.recv() => match ask {
+                QmpAsk::Quit => {
+                    tokio::spawn(service.execute(qapi::qmp::quit {}));
+                }
+                QmpAsk::Dump(path, reply) => {
+                    let stop = service.execute(qapi::qmp::stop {});
+                    let dump = service.execute(qapi::qmp::dump_guest_memory {
+                        paging: false,
+                        protocol: format!("file:{}", path.display()),
+                        detach: Some(false),
+                        format: Some(qapi::qmp::DumpGuestMemoryFormat::elf),
+                        begin: None,
+                        length: None,
+                    });
+                    tokio::spawn(async move {
+                        let _ = stop.await;
+                        let r = dump.await.map(|_| ()).map_err(|e| e.to_string());
+                        let _ = reply.send(r);
+                    });
+                }
+            },
         }
     }
 }
@@ -279,6 +403,12 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let console_l = listen(&spec.console_socket)?;
     let results_l = listen(&spec.results_socket)?;
     let qmp_l = listen(&spec.qmp_socket)?;
+    let shell_l = spec
+        .extras
+        .shell_socket
+        .as_deref()
+        .map(listen)
+        .transpose()?;
     let console_log = create_log(&req.console_log).await?;
     let results_log = create_log(&req.results_log).await?;
 
@@ -295,21 +425,41 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let pgid = child.pgid();
 
     let (panic_tx, mut panic_rx) = watch::channel(false);
-    let (quit_tx, quit_rx) = tokio::sync::mpsc::channel(1);
+    let (ask_tx, ask_rx) = mpsc::channel(2);
     let qmp_panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (shell_tx, shell_rx) = watch::channel(false);
+    let tap = |make: LiveKind, shell: Option<watch::Sender<bool>>| {
+        let live = req.attach.live.clone().map(|t| (t, make));
+        (live.is_some() || shell.is_some()).then(|| LineTap {
+            splitter: LineSplitter::new(MAX_LINE_BYTES),
+            live,
+            dropped: 0,
+            shell_ready: shell,
+        })
+    };
     let console_task = tokio::spawn(serial_reader(
         console_l,
         console_log,
         req.limits.console_bytes,
         Some(panic_tx.clone()),
+        tap(LiveLine::Console, None),
     ));
     let results_task = tokio::spawn(serial_reader(
         results_l,
         results_log,
         req.limits.results_bytes,
         None,
+        tap(LiveLine::Result, shell_l.is_some().then_some(shell_tx)),
     ));
-    let qmp_task = tokio::spawn(qmp_session(qmp_l, panic_tx, quit_rx, qmp_panicked.clone()));
+    let bridge_stop = CancellationToken::new();
+    let bridge_task = shell_l.map(|l| {
+        tokio::spawn(crate::console_bridge::bridge(
+            l,
+            shell_rx,
+            bridge_stop.clone(),
+        ))
+    });
+    let qmp_task = tokio::spawn(qmp_session(qmp_l, panic_tx, ask_rx, qmp_panicked.clone()));
     let mut stderr = child.stderr.take();
     let stderr_task = tokio::spawn(async move {
         let mut cap = Capture::new(16 * 1024);
@@ -331,8 +481,21 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         _ = cancel.cancelled() => Stop::Cancelled,
         _ = panic_rx.wait_for(|p| *p) => Stop::Panicked,
     };
+    let dump = match (&stop, &req.attach.dump) {
+        (Stop::Panicked | Stop::Watchdog, Some(path)) => {
+            Some(dump_memory(&ask_tx, path, spec.topology.mem_mib(), &mut child).await)
+        }
+        _ => None,
+    };
     let status = match stop {
         Stop::Exited(ref st) => st.as_ref().ok().copied(),
+        Stop::Panicked if dump.is_some() => {
+            let _ = ask_tx.try_send(QmpAsk::Quit);
+            match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                Ok(st) => st.ok(),
+                Err(_) => kill_and_reap(&mut child, pgid).await,
+            }
+        }
         Stop::Panicked => {
             // panic=-1 and -no-reboot: QEMU should exit on its own at once.
             match tokio::time::timeout(req.limits.panic_grace, child.wait()).await {
@@ -341,7 +504,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
             }
         }
         Stop::Watchdog | Stop::Cancelled => {
-            let _ = quit_tx.try_send(());
+            let _ = ask_tx.try_send(QmpAsk::Quit);
             match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
                 Ok(st) => st.ok(),
                 Err(_) => kill_and_reap(&mut child, pgid).await,
@@ -352,6 +515,11 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     // group leaves the registry.
     drop(child);
     let elapsed = start.elapsed();
+    bridge_stop.cancel();
+    if let Some(t) = bridge_task {
+        // The terminal's settings come back when the bridge ends.
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
 
     let drain = Duration::from_secs(3);
     let console = join_or_empty(console_task, drain).await;
@@ -395,7 +563,56 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         status: code,
         qmp_panicked,
         elapsed,
+        dump,
     })
+}
+
+/// Writes the guest's memory to `path` through QMP (vCPUs stopped first),
+/// after checking that the disk has room for `mem_mib` of RAM. QEMU must
+/// still be running: a guest booted with `panic=0` waits after a panic.
+async fn dump_memory(
+    ask: &mpsc::Sender<QmpAsk>,
+    path: &Path,
+    mem_mib: u64,
+    child: &mut crate::procs::GuardedChild,
+) -> Result<PathBuf, String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if let Some(free) = free_bytes(dir) {
+        let need = (mem_mib + 64) << 20;
+        if free < need {
+            return Err(format!(
+                "not written: {} has {} MiB free, the image needs about {mem_mib} MiB",
+                dir.display(),
+                free >> 20
+            ));
+        }
+    }
+    let (tx, rx) = oneshot::channel();
+    ask.send(QmpAsk::Dump(path.to_path_buf(), tx))
+        .await
+        .map_err(|_| "not written: QMP is gone".to_string())?;
+    // Bounded: about 20 s per GiB on a slow disk, and at least a minute.
+    let limit = Duration::from_secs(60 + mem_mib / 50);
+    tokio::select! {
+        r = tokio::time::timeout(limit, rx) => match r {
+            Ok(Ok(Ok(()))) => Ok(path.to_path_buf()),
+            Ok(Ok(Err(e))) => Err(format!("QMP dump-guest-memory failed: {e}")),
+            Ok(Err(_)) => Err("not written: QMP closed".into()),
+            Err(_) => Err(format!("not written within {} s", limit.as_secs())),
+        },
+        _ = child.wait() => Err("not written: QEMU exited first".into()),
+    }
+}
+
+/// Bytes free for an unprivileged writer on the filesystem of `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data; the call fills it.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a live NUL-terminated path, st is live.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut st) } == 0)
+        .then(|| st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 async fn kill_and_reap(

@@ -72,10 +72,14 @@ pub fn run_plan(
     kmsg: &mut dyn Write,
 ) -> io::Result<Vec<TestRun>> {
     emit(results, "KTAP version 1")?;
-    emit(results, &format!("1..{}", plan.tests.len()))?;
+    let shells = usize::from(plan.shell.is_some());
+    emit(results, &format!("1..{}", plan.tests.len() + shells))?;
     let mut runs = Vec::new();
     for (i, test) in plan.tests.iter().enumerate() {
         runs.push(run_test(i + 1, test, opts, results, kmsg)?);
+    }
+    if let Some(shell) = &plan.shell {
+        runs.push(run_shell(plan.tests.len() + 1, shell, opts, results, kmsg)?);
     }
     let verdicts: Vec<Verdict> = runs.iter().map(|r| r.ending.verdict()).collect();
     emit(results, &report::totals_line(&verdicts))?;
@@ -117,6 +121,44 @@ pub fn run_test(
         ending,
         ktap,
         dropped_bytes,
+    })
+}
+
+/// Runs the interactive shell as test number `n`, named `shell`: its
+/// terminal is its port, not the results stream; its exit status is its
+/// result.
+fn run_shell(
+    n: usize,
+    shell: &crate::plan::PlannedShell,
+    opts: &Options,
+    results: &mut dyn Write,
+    kmsg: &mut dyn Write,
+) -> io::Result<TestRun> {
+    let name = "shell";
+    kmsg_line(kmsg, &format!("{KMSG_MARKER} begin {n} {name}"));
+    emit(results, &format!("  # Subtest: {name}"))?;
+    emit(
+        results,
+        &format!("  {}{}", crate::plan::SHELL_MARK, shell.port),
+    )?;
+    results.flush()?;
+    let ending = super::shell::run(shell, &opts.path_env);
+    for line in report::result_lines(n, name, &ending) {
+        emit(results, &line)?;
+    }
+    kmsg_line(
+        kmsg,
+        &format!("{KMSG_MARKER} {name}: {}", ending.describe()),
+    );
+    kmsg_line(kmsg, &format!("{KMSG_MARKER} end {n} {name}"));
+    if opts.reap_orphans {
+        reap_zombies();
+    }
+    Ok(TestRun {
+        name: name.into(),
+        ending,
+        ktap: false,
+        dropped_bytes: 0,
     })
 }
 

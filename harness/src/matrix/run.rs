@@ -144,6 +144,7 @@ async fn plan_cell(
     req.name = cell.name.clone();
     req.kernel_name = kernel.name.clone();
     req.cmdline = cell.cmdline.clone();
+    req.debug.qemu_args = cell.qemu_args.clone();
     req.timeout_scale = cell.timeout_scale;
     req.expect = meta.expect.clone();
     req.test_glob = opts.test_glob.clone();
@@ -217,6 +218,7 @@ mod tests {
             cmdline: vec![],
             shares,
             artifacts,
+            qemu_args: vec![],
         }
     }
 

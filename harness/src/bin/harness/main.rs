@@ -3,6 +3,7 @@
 //! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
 
 mod args;
+mod debug;
 mod terminal;
 
 use anyhow::Context;
@@ -219,6 +220,9 @@ struct RunArgs {
     /// when virtiofs works.
     #[arg(long)]
     no_artifacts: bool,
+    /// Debugging: --dry-run, --live, --exec, --shell, --gdb, --dump-on-panic, --qemu-arg.
+    #[command(flatten)]
+    debug: debug::DebugArgs,
 }
 
 fn main() -> ExitCode {
@@ -403,16 +407,25 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     req.boot_retries = args.boot_retries;
     req.expect = expect;
     req.shares = shares;
+    args.debug
+        .apply(&mut req, &mut session, &mut reporters)
+        .await?;
     let cell = harness::planner::cell(0, req);
+    if let Some(code) = args.debug.before_boot(&cell, &session, &mut reporters)? {
+        return Ok(code);
+    }
     let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
     reporters.add(Junit::new(&junit_path, "harness run"));
     if let Some(p) = &args.json {
         reporters.add(Json::new(p));
     }
-    reporters.add(Terminal::new(
-        Shape::Cases,
-        vec![format!("JUnit: {}", junit_path.display())],
-    ));
+    reporters.add(
+        Terminal::new(
+            Shape::Cases,
+            vec![format!("JUnit: {}", junit_path.display())],
+        )
+        .live(args.debug.live),
+    );
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();
