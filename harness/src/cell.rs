@@ -267,6 +267,7 @@ pub async fn run_attached(
         break out;
     };
     let ktap = crate::ktap::parse(&out.results);
+    notes.extend(crate::debug::exec_notes(&ktap));
     let console = crate::console::scan(&out.console);
     if out.qmp_panicked {
         notes.push("QMP reported GUEST_PANICKED".into());

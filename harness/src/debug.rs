@@ -73,6 +73,31 @@ pub fn exec_name(n: usize) -> String {
     format!("exec-{n}")
 }
 
+/// Output of an `--exec` test kept in its note, in bytes.
+pub const EXEC_NOTE_BYTES: usize = 2000;
+
+/// One note per `--exec` test with what it printed (its diagnostics in the
+/// results document), bounded by [`EXEC_NOTE_BYTES`]: a passing command's
+/// output is in the report too.
+pub fn exec_notes(doc: &crate::ktap::Document) -> Vec<String> {
+    doc.tests
+        .iter()
+        .filter(|t| t.name.starts_with("exec-"))
+        .map(|t| {
+            let mut out = t.diagnostics.join("\n");
+            if out.len() > EXEC_NOTE_BYTES {
+                let mut cut = EXEC_NOTE_BYTES;
+                while !out.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                out.truncate(cut);
+                out.push_str(" [output cut]");
+            }
+            format!("{} output:\n{out}", t.name)
+        })
+        .collect()
+}
+
 /// `--exec CMD` as a test: `/bin/sh -c CMD`, judged by its exit status,
 /// its output captured like any test's.
 pub fn exec_test(n: usize, command: &str, busybox: &Path, timeout: Duration) -> SuiteTest {
@@ -240,6 +265,14 @@ mod tests {
         let mut p2 = RunPlan::default();
         place_busybox(&DebugOptions::default(), &mut p2, &mut files);
         assert!(p2.shell.is_none() && p2.busybox.is_none());
+    }
+
+    #[test]
+    fn exec_output_becomes_a_note() {
+        let doc = crate::ktap::parse(
+            b"KTAP version 1\n1..2\n  # Subtest: exec-1\n  # 2\nok 1 exec-1\n  # Subtest: smoke\n  # x\nok 2 smoke\n",
+        );
+        assert_eq!(exec_notes(&doc), ["exec-1 output:\n2"]);
     }
 
     #[test]

@@ -118,13 +118,12 @@ fn cooked(fd: i32) -> io::Result<()> {
     t.c_iflag |= libc::ICRNL;
     t.c_oflag |= libc::OPOST | libc::ONLCR;
     t.c_lflag |= libc::ECHO | libc::ECHOE | libc::ICANON | libc::ISIG | libc::IEXTEN;
-    t.c_cflag |= libc::CLOCAL | libc::CREAD;
+    // The speed in the control flags (static glibc has no cfsetspeed):
+    // QEMU's UART paces output by it.
+    t.c_cflag = (t.c_cflag & !libc::CBAUD) | libc::B115200 | libc::CLOCAL | libc::CREAD;
     // SAFETY: t is live; fd is open.
-    unsafe {
-        libc::cfsetspeed(&mut t, libc::B115200);
-        if libc::tcsetattr(fd, libc::TCSANOW, &t) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

@@ -30,6 +30,14 @@ pub struct Guest {
 pub fn guest(spec: &CellSpec, shares: &ShareSetup, bins: &GuestBins) -> Result<Guest, CellError> {
     let (mut plan, mut files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
     crate::debug::place_busybox(&spec.debug, &mut plan, &mut files);
+    if spec.debug.shell.is_some() {
+        // In the shell every test binary is at hand (`futex-prctl --help`).
+        for b in guest_tests::binaries::tests() {
+            if !files.iter().any(|(f, _)| f == b) {
+                files.push((b.to_string(), bins.path(b).map_err(SuiteError::from)?));
+            }
+        }
+    }
     let cell_shares = CellShares::prepare(shares, &spec.out_dir, &mut plan, &mut files)?;
     let mut layout = Layout::guest(
         &bins.path("guest-init").map_err(SuiteError::from)?,

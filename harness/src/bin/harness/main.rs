@@ -411,9 +411,6 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         .apply(&mut req, &mut session, &mut reporters)
         .await?;
     let cell = harness::planner::cell(0, req);
-    if let Some(code) = args.debug.before_boot(&cell, &session, &mut reporters)? {
-        return Ok(code);
-    }
     let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
     reporters.add(Junit::new(&junit_path, "harness run"));
     if let Some(p) = &args.json {
@@ -426,6 +423,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         )
         .live(args.debug.live),
     );
+    if let Some(code) = args.debug.before_boot(&cell, &session, &mut reporters)? {
+        return Ok(code);
+    }
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();
