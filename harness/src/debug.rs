@@ -195,6 +195,21 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// Why `harness matrix --gdb` refuses a selection of other than one cell.
+pub fn gdb_one_cell<'a>(cells: impl Iterator<Item = &'a str>) -> String {
+    let names: Vec<&str> = cells.collect();
+    let shown = names.iter().take(4).copied().collect::<Vec<_>>().join(", ");
+    let more = match names.len() {
+        0 => String::new(),
+        n if n > 4 => format!(" ({shown}, and {} more)", n - 4),
+        _ => format!(" ({shown})"),
+    };
+    format!(
+        "--gdb debugs one VM, but the selection has {} cells{more}; narrow it with --kernel, --topology and --suite",
+        names.len()
+    )
+}
+
 /// The `vmlinux` beside a kernel image (kept there for `source:` builds).
 pub fn vmlinux_beside(image: &Path) -> Option<PathBuf> {
     let v = image.with_file_name("vmlinux");

@@ -479,7 +479,8 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         st = child.wait() => Stop::Exited(st),
         _ = tokio::time::sleep(req.watchdog) => Stop::Watchdog,
         _ = cancel.cancelled() => Stop::Cancelled,
-        _ = panic_rx.wait_for(|p| *p) => Stop::Panicked,
+        // Only a real panic: the senders dropping (QEMU gone) is no panic.
+        Ok(_) = panic_rx.wait_for(|p| *p) => Stop::Panicked,
     };
     let dump = match (&stop, &req.attach.dump) {
         (Stop::Panicked | Stop::Watchdog, Some(path)) => {

@@ -117,6 +117,32 @@ fn dry_run_prints_the_plan_and_boots_nothing() {
 }
 
 #[test]
+fn matrix_gdb_wants_exactly_one_cell() {
+    let matrix = Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .current_dir(d.path())
+        .arg("matrix")
+        .arg("--matrix")
+        .arg(&matrix)
+        .args(["--kernel", "debian-7.3", "--suite", "smoke", "--gdb"])
+        .output()
+        .unwrap();
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{all}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "--gdb debugs one VM, but the selection has 4 cells (debian-7.3/1n2c/smoke, "
+        ),
+        "{all}"
+    );
+    assert!(
+        std::fs::read_dir(d.path()).unwrap().next().is_none(),
+        "nothing written"
+    );
+}
+
+#[test]
 fn qemu_args_reach_the_argv_and_live_lines_stream() {
     if !enabled() {
         return;
