@@ -98,6 +98,17 @@ pub fn watchdog(spec: &CellSpec, accel: Accel) -> Duration {
     }
 }
 
+/// A private temp directory (sockets, the initramfs), removed on drop.
+pub(crate) fn private_dir(prefix: &str) -> Result<tempfile::TempDir, CellError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| CellError::Dir {
+            path: std::env::temp_dir(),
+            source,
+        })
+}
+
 /// Boot allowance added to the sum of test timeouts for the watchdog.
 pub fn boot_allowance(accel: Accel) -> Duration {
     match accel {
@@ -166,13 +177,7 @@ pub async fn run_attached(
         path: spec.out_dir.clone(),
         source,
     })?;
-    let tmp = tempfile::Builder::new()
-        .prefix("harness-cell-")
-        .tempdir()
-        .map_err(|source| CellError::Dir {
-            path: std::env::temp_dir(),
-            source,
-        })?;
+    let tmp = private_dir("harness-cell-")?;
     let guest = crate::cell::bootplan::guest(spec, shares, bins)?;
     let cell_shares = guest.shares;
     let initrd = tmp.path().join("initramfs.cpio");

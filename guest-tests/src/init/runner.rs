@@ -105,7 +105,26 @@ pub fn run_test(
     };
     fwd.finish()?;
     let (ktap, dropped_bytes) = (fwd.mode == Mode::Ktap, fwd.budget.dropped());
-    for line in report::result_lines(n, &name, &ending) {
+    end_test(n, &name, &ending, opts, results, kmsg)?;
+    Ok(TestRun {
+        name,
+        ending,
+        ktap,
+        dropped_bytes,
+    })
+}
+
+/// The end of test `n`: its result lines, the kmsg markers, the orphans
+/// reaped.
+fn end_test(
+    n: usize,
+    name: &str,
+    ending: &Ending,
+    opts: &Options,
+    results: &mut dyn Write,
+    kmsg: &mut dyn Write,
+) -> io::Result<()> {
+    for line in report::result_lines(n, name, ending) {
         emit(results, &line)?;
     }
     kmsg_line(
@@ -116,12 +135,7 @@ pub fn run_test(
     if opts.reap_orphans {
         reap_zombies();
     }
-    Ok(TestRun {
-        name,
-        ending,
-        ktap,
-        dropped_bytes,
-    })
+    Ok(())
 }
 
 /// Runs the interactive shell as test number `n`, named `shell`: its
@@ -143,17 +157,7 @@ fn run_shell(
     )?;
     results.flush()?;
     let ending = super::shell::run(shell, &opts.path_env);
-    for line in report::result_lines(n, name, &ending) {
-        emit(results, &line)?;
-    }
-    kmsg_line(
-        kmsg,
-        &format!("{KMSG_MARKER} {name}: {}", ending.describe()),
-    );
-    kmsg_line(kmsg, &format!("{KMSG_MARKER} end {n} {name}"));
-    if opts.reap_orphans {
-        reap_zombies();
-    }
+    end_test(n, name, &ending, opts, results, kmsg)?;
     Ok(TestRun {
         name: name.into(),
         ending,

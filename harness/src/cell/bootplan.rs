@@ -170,13 +170,7 @@ pub fn dry_run(
     qemu: &crate::host::Qemu,
     bins: &GuestBins,
 ) -> Result<String, CellError> {
-    let tmp = tempfile::Builder::new()
-        .prefix("harness-dry-run-")
-        .tempdir()
-        .map_err(|source| CellError::Dir {
-            path: std::env::temp_dir(),
-            source,
-        })?;
+    let tmp = super::private_dir("harness-dry-run-")?;
     let mut in_tmp = spec.clone();
     in_tmp.out_dir = tmp.path().to_path_buf();
     let guest = guest(&in_tmp, shares, bins)?;
