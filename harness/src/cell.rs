@@ -182,10 +182,7 @@ pub async fn run_attached(
     let cell_shares = guest.shares;
     let initrd = tmp.path().join("initramfs.cpio");
     guest.layout.write_file(&initrd)?;
-    let dump = spec
-        .debug
-        .dump_on_panic
-        .then(|| spec.out_dir.join(crate::debug::DUMP_FILE));
+    let dump = spec.debug.dump.map(|f| (spec.out_dir.clone(), f));
 
     let mut accel = spec.accel;
     let mut notes = cell_shares.notes.clone();

@@ -31,8 +31,8 @@ pub struct DebugOptions {
     pub shell: Option<ShellMode>,
     /// QEMU's gdbstub.
     pub gdb: Option<GdbStub>,
-    /// A guest memory image on a panic, or at the watchdog.
-    pub dump_on_panic: bool,
+    /// A guest memory image on a panic, or at the watchdog, in this format.
+    pub dump: Option<DumpFormat>,
     /// Console and result lines to the terminal as they come (`--live`).
     pub live: bool,
 }
@@ -45,8 +45,49 @@ impl DebugOptions {
     }
 }
 
-/// The guest memory image in the cell's output directory.
-pub const DUMP_FILE: &str = "vmcore.elf";
+/// The format of a guest memory image (QMP `dump-guest-memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DumpFormat {
+    /// An ELF core: every tool reads it (`readelf`, `gdb`, `crash`, `drgn`).
+    Elf,
+    /// kdump-compressed (diskdump), zlib.
+    KdumpZlib,
+    /// kdump-compressed, LZO (when QEMU was built with it).
+    KdumpLzo,
+    /// kdump-compressed, snappy (when QEMU was built with it).
+    KdumpSnappy,
+}
+
+impl DumpFormat {
+    /// QEMU's name of the format.
+    pub fn name(self) -> &'static str {
+        match self {
+            DumpFormat::Elf => "elf",
+            DumpFormat::KdumpZlib => "kdump-zlib",
+            DumpFormat::KdumpLzo => "kdump-lzo",
+            DumpFormat::KdumpSnappy => "kdump-snappy",
+        }
+    }
+
+    /// The image's file name in the cell's output directory.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            DumpFormat::Elf => "vmcore.elf",
+            _ => "vmcore.kdump",
+        }
+    }
+}
+
+/// A memory image QEMU wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dumped {
+    /// The file.
+    pub path: PathBuf,
+    /// Its format.
+    pub format: DumpFormat,
+    /// The format asked for (ELF is written when QEMU cannot write it).
+    pub asked: DumpFormat,
+}
 
 /// How every note about the memory image starts (the runner adds such
 /// notes to the failure text of the cell's failed cases).
@@ -54,11 +95,17 @@ pub const DUMP_NOTE: &str = "guest memory image";
 
 /// The note about a memory image: where it is and how to open it, or why
 /// there is none.
-pub fn dump_note(dump: &Result<PathBuf, String>, mem_mib: u64) -> String {
+pub fn dump_note(dump: &Result<Dumped, String>, mem_mib: u64) -> String {
     match dump {
-        Ok(p) => format!(
-            "{DUMP_NOTE}: {} (ELF, guest RAM {mem_mib} MiB); open it with `crash <vmlinux> {0}` or `drgn -c {0} -s <vmlinux>` (docs/debugging.md)",
-            p.display()
+        Ok(d) => format!(
+            "{DUMP_NOTE}: {} ({}, guest RAM {mem_mib} MiB{}); open it with `crash <vmlinux> {0}` or `drgn -c {0} -s <vmlinux>` (docs/debugging.md)",
+            d.path.display(),
+            d.format.name(),
+            if d.asked == d.format {
+                String::new()
+            } else {
+                format!("; this QEMU cannot write {}", d.asked.name())
+            }
         ),
         Err(why) => format!("{DUMP_NOTE}: {why}"),
     }
@@ -145,7 +192,7 @@ pub fn guest_path() -> String {
 /// `panic=0` keeps a panicked guest alive for its memory image (the last
 /// `panic=` wins over ours).
 pub fn cmdline_words(opts: &DebugOptions) -> Vec<String> {
-    if opts.dump_on_panic {
+    if opts.dump.is_some() {
         vec!["panic=0".into()]
     } else {
         Vec::new()
@@ -313,10 +360,18 @@ mod tests {
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         assert_eq!(
             cmdline_words(&DebugOptions {
-                dump_on_panic: true,
+                dump: Some(DumpFormat::Elf),
                 ..Default::default()
             }),
             ["panic=0"]
         );
+        let dumped = Dumped {
+            path: "/o/vmcore.elf".into(),
+            format: DumpFormat::Elf,
+            asked: DumpFormat::KdumpLzo,
+        };
+        assert!(dump_note(&Ok(dumped), 256).starts_with(
+            "guest memory image: /o/vmcore.elf (elf, guest RAM 256 MiB; this QEMU cannot write kdump-lzo); open it with `crash <vmlinux> /o/vmcore.elf`"
+        ));
     }
 }

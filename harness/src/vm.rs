@@ -12,6 +12,7 @@
 //! ([`crate::console_bridge`]), a memory image through QMP
 //! `dump-guest-memory` on a panic or at the watchdog.
 
+use crate::debug::{DumpFormat, Dumped};
 use crate::host::Qemu;
 use crate::qemu::{argv, VmSpec};
 use crate::result::VmEnd;
@@ -128,9 +129,9 @@ pub struct LiveTap {
 pub struct Attach {
     /// Live console and result lines.
     pub live: Option<LiveTap>,
-    /// Where a guest memory image (ELF) is written on a panic or at the
-    /// watchdog.
-    pub dump: Option<PathBuf>,
+    /// A guest memory image on a panic or at the watchdog: the directory
+    /// and the format asked for.
+    pub dump: Option<(PathBuf, DumpFormat)>,
 }
 
 /// Makes a [`LiveLine`] of a sanitised line (which port it came from).
@@ -200,7 +201,7 @@ pub struct VmOutput {
     pub elapsed: Duration,
     /// The guest memory image asked for by [`Attach::dump`]: written, or
     /// why not (`None`: none asked for, or no panic and no watchdog).
-    pub dump: Option<Result<PathBuf, String>>,
+    pub dump: Option<Result<Dumped, String>>,
 }
 
 const PANIC_LINE: &[u8] = b"Kernel panic - not syncing";
@@ -312,8 +313,9 @@ async fn serial_reader(
 enum QmpAsk {
     /// End QEMU.
     Quit,
-    /// Stop the vCPUs and write a memory image (ELF) to the path.
-    Dump(PathBuf, oneshot::Sender<Result<(), String>>),
+    /// Stop the vCPUs and write a memory image into the directory, in the
+    /// format if QEMU can write it, else as ELF.
+    Dump(PathBuf, DumpFormat, oneshot::Sender<Result<Dumped, String>>),
 }
 
 /// Speaks QMP: records GUEST_PANICKED, and sends `quit` when asked.
@@ -333,6 +335,7 @@ async fn qmp_session(
         return;
     };
     let (service, mut events) = qmp.into_parts();
+    let service = Arc::new(service);
     loop {
         tokio::select! {
             ev = events.next() => match ev {
@@ -351,24 +354,51 @@ async fn qmp_session(
                 QmpAsk::Quit => {
                     tokio::spawn(service.execute(qapi::qmp::quit {}));
                 }
-                QmpAsk::Dump(path, reply) => {
-                    let stop = service.execute(qapi::qmp::stop {});
-                    let dump = service.execute(qapi::qmp::dump_guest_memory {
-                        paging: false,
-                        protocol: format!("file:{}", path.display()),
-                        detach: Some(false),
-                        format: Some(qapi::qmp::DumpGuestMemoryFormat::elf),
-                        begin: None,
-                        length: None,
-                    });
+                QmpAsk::Dump(dir, asked, reply) => {
+                    // In a task: the event loop must go on reading the replies.
+                    let service = service.clone();
                     tokio::spawn(async move {
-                        let _ = stop.await;
-                        let r = dump.await.map(|_| ()).map_err(|e| e.to_string());
+                        let caps = service
+                            .execute(qapi::qmp::query_dump_guest_memory_capability {})
+                            .await;
+                        let formats = caps.map(|c| c.formats).unwrap_or_default();
+                        let (format, qmp) = qmp_formats(asked)
+                            .into_iter()
+                            .find(|q| formats.contains(q))
+                            .map_or((DumpFormat::Elf, Q::elf), |q| (asked, q));
+                        let path = dir.join(format.file_name());
+                        let _ = service.execute(qapi::qmp::stop {}).await;
+                        let r = service
+                            .execute(qapi::qmp::dump_guest_memory {
+                                paging: false,
+                                protocol: format!("file:{}", path.display()),
+                                detach: Some(false),
+                                format: Some(qmp),
+                                begin: None,
+                                length: None,
+                            })
+                            .await
+                            .map(|_| Dumped { path, format, asked })
+                            .map_err(|e| e.to_string());
                         let _ = reply.send(r);
                     });
                 }
             },
         }
+    }
+}
+
+use qapi::qmp::DumpGuestMemoryFormat as Q;
+
+/// QMP's formats for a dump format, best first: the plain kdump file
+/// (`kdump-raw-*`, QEMU >= 8.2) before the flattened one older tools
+/// need `makedumpfile -R` for.
+fn qmp_formats(f: DumpFormat) -> Vec<Q> {
+    match f {
+        DumpFormat::Elf => vec![Q::elf],
+        DumpFormat::KdumpZlib => vec![Q::kdump_raw_zlib, Q::kdump_zlib],
+        DumpFormat::KdumpLzo => vec![Q::kdump_raw_lzo, Q::kdump_lzo],
+        DumpFormat::KdumpSnappy => vec![Q::kdump_raw_snappy, Q::kdump_snappy],
     }
 }
 
@@ -483,8 +513,8 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         Ok(_) = panic_rx.wait_for(|p| *p) => Stop::Panicked,
     };
     let dump = match (&stop, &req.attach.dump) {
-        (Stop::Panicked | Stop::Watchdog, Some(path)) => {
-            Some(dump_memory(&ask_tx, path, spec.topology.mem_mib(), &mut child).await)
+        (Stop::Panicked | Stop::Watchdog, Some((dir, format))) => {
+            Some(dump_memory(&ask_tx, dir, *format, spec.topology.mem_mib(), &mut child).await)
         }
         _ => None,
     };
@@ -568,16 +598,16 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     })
 }
 
-/// Writes the guest's memory to `path` through QMP (vCPUs stopped first),
-/// after checking that the disk has room for `mem_mib` of RAM. QEMU must
+/// Writes the guest's memory into `dir` through QMP (vCPUs stopped
+/// first), after checking that the disk has room for `mem_mib` of RAM. QEMU must
 /// still be running: a guest booted with `panic=0` waits after a panic.
 async fn dump_memory(
     ask: &mpsc::Sender<QmpAsk>,
-    path: &Path,
+    dir: &Path,
+    format: DumpFormat,
     mem_mib: u64,
     child: &mut crate::procs::GuardedChild,
-) -> Result<PathBuf, String> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+) -> Result<Dumped, String> {
     if let Some(free) = free_bytes(dir) {
         let need = (mem_mib + 64) << 20;
         if free < need {
@@ -589,14 +619,14 @@ async fn dump_memory(
         }
     }
     let (tx, rx) = oneshot::channel();
-    ask.send(QmpAsk::Dump(path.to_path_buf(), tx))
+    ask.send(QmpAsk::Dump(dir.to_path_buf(), format, tx))
         .await
         .map_err(|_| "not written: QMP is gone".to_string())?;
     // Bounded: about 20 s per GiB on a slow disk, and at least a minute.
     let limit = Duration::from_secs(60 + mem_mib / 50);
     tokio::select! {
         r = tokio::time::timeout(limit, rx) => match r {
-            Ok(Ok(Ok(()))) => Ok(path.to_path_buf()),
+            Ok(Ok(Ok(d))) => Ok(d),
             Ok(Ok(Err(e))) => Err(format!("QMP dump-guest-memory failed: {e}")),
             Ok(Err(_)) => Err("not written: QMP closed".into()),
             Err(_) => Err(format!("not written within {} s", limit.as_secs())),

@@ -239,7 +239,8 @@ fn shell_on_a_pseudo_terminal_reads_the_guest_and_ends_the_vm() {
         .args(harness.get_args())
         .env(
             "PTY_INPUT",
-            "cat /sys/devices/system/node/online; futex-prctl --list | head -1; exit\n",
+            // Ctrl-C stops the guest's `sleep`, not the harness.
+            "sleep 600\n<pause>\x03<pause>cat /sys/devices/system/node/online; futex-prctl --list | head -1; exit\n",
         )
         .env("PTY_TIMEOUT", "600")
         .stdin(Stdio::null())
@@ -366,4 +367,19 @@ fn dump_on_panic_writes_an_elf_core_naming_every_vcpu() {
     let cases = parse_junit(&std::fs::read_to_string(d.path().join("junit.xml")).unwrap());
     let (_, body) = case(&cases, "panic").failure.clone().expect("panic fails");
     assert!(body.contains(&core.display().to_string()), "{body}");
+
+    // kdump-compressed where QEMU writes it: the diskdump signature.
+    let d = tempfile::tempdir().unwrap();
+    let o = run_cmd(
+        d.path(),
+        &kernel(),
+        "nodes=1,cpus=1,mem=256M",
+        "fault-panic",
+        &["--dump-on-panic=kdump-zlib"],
+    )
+    .output()
+    .unwrap();
+    let kdump = cell_dir(d.path()).join("vmcore.kdump");
+    let head = std::fs::read(&kdump).map(|b| b[..8].to_vec()).unwrap_or_default();
+    assert_eq!(head, b"KDUMP   ", "{}\n{}", kdump.display(), text(&o));
 }

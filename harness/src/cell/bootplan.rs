@@ -217,7 +217,7 @@ mod tests {
             out_dir: "/o".into(),
             debug: DebugOptions {
                 qemu_args: vec!["-d".into(), "guest_errors".into()],
-                dump_on_panic: true,
+                dump: Some(crate::debug::DumpFormat::Elf),
                 ..DebugOptions::default()
             },
         }

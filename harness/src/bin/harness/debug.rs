@@ -2,7 +2,7 @@
 //! types, what they mean for the cell request, and what is said before
 //! the boot (`--dry-run`'s plan, `--gdb`'s command).
 
-use harness::debug::{DebugOptions, ShellMode};
+use harness::debug::{DebugOptions, DumpFormat, ShellMode};
 use harness::error::Error;
 use harness::planner::{CellRequest, ReadyCell, Session};
 use harness::qemu::GdbStub;
@@ -54,10 +54,25 @@ pub struct DebugArgs {
     /// With --gdb: start the guest at once instead of waiting for gdb.
     #[arg(long, requires = "gdb")]
     pub gdb_no_wait: bool,
-    /// On a kernel panic (or at the watchdog) write the guest's memory as
-    /// an ELF core (vmcore.elf) into the cell's output directory.
-    #[arg(long)]
-    pub dump_on_panic: bool,
+    /// On a kernel panic (or at the watchdog) write the guest's memory into
+    /// the cell's output directory: an ELF core (vmcore.elf), or
+    /// kdump-compressed (vmcore.kdump; ELF where QEMU cannot).
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
+          default_missing_value = "elf", value_name = "FORMAT")]
+    pub dump_on_panic: Option<DumpWhat>,
+}
+
+/// `--dump-on-panic`'s formats, as QEMU names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DumpWhat {
+    /// ELF core.
+    Elf,
+    /// kdump-compressed, zlib.
+    KdumpZlib,
+    /// kdump-compressed, LZO.
+    KdumpLzo,
+    /// kdump-compressed, snappy.
+    KdumpSnappy,
 }
 
 impl DebugArgs {
@@ -79,7 +94,12 @@ impl DebugArgs {
                 listen: harness::debug::gdb_listen(g, &req.out_dir),
                 wait: !self.gdb_no_wait,
             }),
-            dump_on_panic: self.dump_on_panic,
+            dump: self.dump_on_panic.map(|f| match f {
+                DumpWhat::Elf => DumpFormat::Elf,
+                DumpWhat::KdumpZlib => DumpFormat::KdumpZlib,
+                DumpWhat::KdumpLzo => DumpFormat::KdumpLzo,
+                DumpWhat::KdumpSnappy => DumpFormat::KdumpSnappy,
+            }),
             live: self.live,
             busybox: None,
         };
