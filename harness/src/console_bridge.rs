@@ -8,7 +8,7 @@
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
@@ -19,6 +19,26 @@ use tokio_util::sync::CancellationToken;
 pub struct RawMode {
     fd: i32,
     saved: libc::termios,
+}
+
+/// The settings to put back, also when the process exits without
+/// unwinding (`std::process::exit` after a second signal): an `atexit`
+/// handler restores what is here.
+static SAVED: Mutex<Option<(i32, libc::termios)>> = Mutex::new(None);
+
+extern "C" fn restore_at_exit() {
+    if let Ok(mut saved) = SAVED.lock() {
+        if let Some((fd, t)) = saved.take() {
+            // SAFETY: restores what tcgetattr returned for the same fd.
+            unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) };
+        }
+    }
+}
+
+/// Whether this process has its terminal in raw mode now (a line printed
+/// meanwhile must end in `\r\n`).
+pub fn raw_active() -> bool {
+    SAVED.lock().map(|s| s.is_some()).unwrap_or(false)
 }
 
 impl RawMode {
@@ -38,7 +58,17 @@ impl RawMode {
         // SAFETY: raw is live.
         unsafe { libc::cfmakeraw(&mut raw) };
         // SAFETY: as above.
+        static AT_EXIT: Once = Once::new();
+        // SAFETY: registers a plain extern "C" function.
+        AT_EXIT.call_once(|| unsafe {
+            libc::atexit(restore_at_exit);
+        });
+        if let Ok(mut s) = SAVED.lock() {
+            *s = Some((fd, saved));
+        }
+        // SAFETY: as above.
         if unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) } != 0 {
+            restore_at_exit();
             return None;
         }
         Some(RawMode { fd, saved })
@@ -47,6 +77,9 @@ impl RawMode {
 
 impl Drop for RawMode {
     fn drop(&mut self) {
+        if let Ok(mut s) = SAVED.lock() {
+            s.take();
+        }
         // SAFETY: restores what tcgetattr returned for the same fd.
         unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };
     }

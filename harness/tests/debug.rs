@@ -380,6 +380,8 @@ fn dump_on_panic_writes_an_elf_core_naming_every_vcpu() {
     .output()
     .unwrap();
     let kdump = cell_dir(d.path()).join("vmcore.kdump");
-    let head = std::fs::read(&kdump).map(|b| b[..8].to_vec()).unwrap_or_default();
+    let head = std::fs::read(&kdump)
+        .map(|b| b[..8].to_vec())
+        .unwrap_or_default();
     assert_eq!(head, b"KDUMP   ", "{}\n{}", kdump.display(), text(&o));
 }

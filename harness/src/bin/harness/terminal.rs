@@ -74,9 +74,16 @@ impl Terminal {
     }
 
     fn say(&self, line: &str) {
+        // While the shell's bridge has the terminal in raw mode, `\n`
+        // alone would not return the cursor.
+        let end = if harness::console_bridge::raw_active() {
+            "\r\n"
+        } else {
+            "\n"
+        };
         match &self.bar {
-            Some(b) => b.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(b) => b.suspend(|| eprint!("{line}{end}")),
+            None => eprint!("{line}{end}"),
         }
     }
 
