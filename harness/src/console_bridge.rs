@@ -3,7 +3,8 @@
 //! (restored when the bridge ends, whatever the exit path: [`RawMode`] is
 //! a drop guard), stdin goes to the guest byte for byte (so Ctrl-C reaches
 //! the guest's foreground job, not the harness) and the guest's output to
-//! stdout, until the VM ends.
+//! stdout, until the VM ends. After the end of stdin the guest's shell
+//! gets ^D, so a script piped into `harness run --shell` ends it.
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
@@ -158,6 +159,14 @@ pub async fn bridge(
                 }
                 None => stdin_open = false,
             },
+            // End of input: the guest's shell gets ^D, again each second
+            // (one that lands while a command runs is that command's), so
+            // `harness run --shell < script` ends too.
+            _ = tokio::time::sleep(Duration::from_secs(1)), if !stdin_open => {
+                if stream.write_all(b"\x04").await.is_err() {
+                    break;
+                }
+            }
             _ = stop.cancelled() => break,
         }
     }

@@ -261,6 +261,44 @@ fn shell_on_a_pseudo_terminal_reads_the_guest_and_ends_the_vm() {
 }
 
 #[test]
+fn shell_without_a_terminal_reads_stdin_as_a_script_and_ends_at_its_end() {
+    if !enabled() {
+        return;
+    }
+    let _vm = vm_lock();
+    let d = tempfile::tempdir().unwrap();
+    let mut child = run_cmd(
+        d.path(),
+        &kernel(),
+        "nodes=2,cpus=1,mem=256M",
+        "none",
+        &["--shell=only"],
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"echo nodes=$(cat /sys/devices/system/node/online)\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{all}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("nodes=0-1"),
+        "{all}"
+    );
+    let cases = parse_junit(&std::fs::read_to_string(d.path().join("junit.xml")).unwrap());
+    assert_eq!(cases.len(), 1, "only the shell: {cases:#?}");
+    assert!(case(&cases, "shell").failure.is_none(), "{all}");
+}
+
+#[test]
 fn gdb_attaches_to_a_source_kernel_reads_it_and_the_run_passes() {
     if !enabled() {
         return;

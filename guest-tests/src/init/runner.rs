@@ -151,12 +151,15 @@ fn run_shell(
     let name = "shell";
     kmsg_line(kmsg, &format!("{KMSG_MARKER} begin {n} {name}"));
     emit(results, &format!("  # Subtest: {name}"))?;
-    emit(
-        results,
-        &format!("  {}{}", crate::plan::SHELL_MARK, shell.port),
-    )?;
-    results.flush()?;
-    let ending = super::shell::run(shell, &opts.path_env);
+    let mut said = Ok(());
+    let mut ready = || {
+        said = emit(
+            results,
+            &format!("  {}{}", crate::plan::SHELL_MARK, shell.port),
+        )
+    };
+    let ending = super::shell::run(shell, &opts.path_env, &mut ready);
+    said?;
     end_test(n, name, &ending, opts, results, kmsg)?;
     Ok(TestRun {
         name: name.into(),

@@ -61,8 +61,10 @@ pub fn mount_debugfs() -> String {
 
 /// Runs the shell on its port until it exits: a new session whose
 /// controlling terminal is the port (cooked mode, echo, signals from
-/// `^C`/`^Z`), no deadline. Its exit status is the result.
-pub fn run(shell: &PlannedShell, path_env: &str) -> Ending {
+/// `^C`/`^Z`), no deadline. `ready` is called once the port is open and
+/// set, before the shell starts: input sent earlier would be lost. Its
+/// exit status is the result.
+pub fn run(shell: &PlannedShell, path_env: &str, ready: &mut dyn FnMut()) -> Ending {
     let port = match OpenOptions::new()
         .read(true)
         .write(true)
@@ -79,6 +81,7 @@ pub fn run(shell: &PlannedShell, path_env: &str) -> Ending {
     let (Ok(i), Ok(o), Ok(e)) = (stdio(), stdio(), stdio()) else {
         return Ending::Failed(format!("dup {}", shell.port));
     };
+    ready();
     let mut cmd = Command::new(&shell.path);
     cmd.env_clear()
         .env("PATH", path_env)
