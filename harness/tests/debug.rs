@@ -143,6 +143,38 @@ fn matrix_gdb_wants_exactly_one_cell() {
 }
 
 #[test]
+fn matrix_overrides_give_cells_their_qemu_args() {
+    let text = "kernels:
+  - {name: k73, spec: 'debian:7.3'}
+topologies:
+  - name: one
+    nodes: [{cpus: 1, mem: 256M}]
+  - name: two
+    nodes: [{cpus: 1, mem: 256M}, {cpus: 1, mem: 256M}]
+overrides:
+  - {topology: two, qemu_args: [-d, guest_errors]}
+";
+    let m = harness::matrix::parse_str(text, Path::new("m.yaml")).unwrap();
+    let args = |name: &str| {
+        m.cells
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| c.qemu_args.clone())
+            .unwrap()
+    };
+    assert_eq!(args("k73/two/smoke"), ["-d", "guest_errors"]);
+    assert!(args("k73/one/smoke").is_empty());
+    let bad = text.replace("[-d, guest_errors]", "['']");
+    let e = harness::matrix::parse_str(&bad, Path::new("m.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("overrides[0]: qemu_args: \"\": an empty word"),
+        "{e}"
+    );
+}
+
+#[test]
 fn qemu_args_reach_the_argv_and_live_lines_stream() {
     if !enabled() {
         return;

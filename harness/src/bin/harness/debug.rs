@@ -129,6 +129,13 @@ impl DebugArgs {
     ) -> Result<Option<u8>, Error> {
         if let Some(stub) = &cell.spec.debug.gdb {
             if let harness::qemu::GdbListen::Unix(p) = &stub.listen {
+                // sun_path holds 108 bytes with the NUL.
+                if p.as_os_str().len() > 107 {
+                    return Err(Error::usage(format!(
+                        "--gdb: {} is longer than a Unix socket path may be (107 bytes): give a shorter path or a port",
+                        p.display()
+                    )));
+                }
                 // A socket left by an earlier run would make QEMU refuse.
                 let _ = std::fs::remove_file(p);
                 if let Some(d) = p.parent() {
