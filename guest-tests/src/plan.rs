@@ -10,6 +10,16 @@ pub const PLAN_PATH: &str = "/harness/plan.json";
 pub const BIN_DIR: &str = "/harness/bin";
 /// The serial port reserved for the KTAP stream (the console is `ttyS0`).
 pub const RESULTS_PORT: &str = "/dev/ttyS1";
+/// The serial port of the interactive shell (`--shell`).
+pub const SHELL_PORT: &str = "/dev/ttyS2";
+/// The results-stream comment guest-init writes when the shell starts
+/// (`  # interactive shell on /dev/ttyS2`): the host's terminal bridge
+/// waits for it.
+pub const SHELL_MARK: &str = "# interactive shell on ";
+/// Where Debian's static busybox is packed when a shell is needed.
+pub const BUSYBOX_PATH: &str = "/bin/busybox";
+/// busybox's `sh` applet, linked by guest-init.
+pub const SHELL_PATH: &str = "/bin/sh";
 /// Wire format version; bumped on incompatible changes.
 pub const PLAN_VERSION: u32 = 1;
 
@@ -68,6 +78,27 @@ pub struct RunPlan {
     /// virtiofs shares to mount before the tests run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<PlannedShare>,
+    /// A busybox whose applets guest-init links beside it (`sh` first)
+    /// before the tests run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busybox: Option<String>,
+    /// An interactive shell after the tests, as the document's last test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shell: Option<PlannedShell>,
+}
+
+/// The interactive shell guest-init runs after the tests: on its own serial
+/// port as its controlling terminal (Ctrl-C reaches its foreground job), no
+/// deadline; its exit status is its result, and ends the VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedShell {
+    /// The terminal (`/dev/ttyS2`).
+    pub port: String,
+    /// The shell.
+    pub path: String,
+    /// Environment (`PATH` with the test binaries first).
+    pub env: Vec<(String, String)>,
 }
 
 /// Where guest-init finds the kernel modules of [`RunPlan::modules`].
@@ -145,6 +176,8 @@ mod tests {
             }],
             modules: vec![],
             shares: vec![],
+            busybox: None,
+            shell: None,
         };
         assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);
         // Without modules and shares the encoding is the old one.
@@ -165,6 +198,12 @@ mod tests {
                 read_only: false,
                 required: true,
             }],
+            busybox: Some(BUSYBOX_PATH.into()),
+            shell: Some(PlannedShell {
+                port: SHELL_PORT.into(),
+                path: SHELL_PATH.into(),
+                env: vec![("PATH".into(), "/harness/bin:/bin".into())],
+            }),
         };
         assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);
         let minimal =

@@ -2,14 +2,16 @@
 //! VM -> KTAP + console scan -> [`CellResult`]. Keeps the console log, the
 //! raw KTAP stream and QEMU's argv in the cell's output directory.
 
+pub mod bootplan;
+
 use crate::guestbin::GuestBins;
 use crate::host::Qemu;
-use crate::initramfs::{InitramfsError, Layout};
-use crate::qemu::{Accel, VmSpec};
+use crate::initramfs::InitramfsError;
+use crate::qemu::Accel;
 use crate::result::{CellResult, VmEnd};
 use crate::suite::{SuiteError, SuiteTest};
 use crate::topology::Topology;
-use crate::vm::{Limits, VmError, VmRequest};
+use crate::vm::{Attach, Limits, LiveTap, VmError, VmRequest};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -78,6 +80,33 @@ pub struct CellSpec {
     pub boot_retries: u32,
     /// Where logs go (created).
     pub out_dir: PathBuf,
+    /// Shell, gdb, memory image, extra QEMU words (none by default).
+    pub debug: crate::debug::DebugOptions,
+}
+
+/// Watchdog of a session with a person in it (shell, gdb) and no
+/// `--timeout`: long enough never to end one.
+pub const INTERACTIVE_WATCHDOG: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The watchdog of `spec` under `accel`: `--timeout`, else none to speak
+/// of with a person in the loop, else boot allowance + test timeouts.
+pub fn watchdog(spec: &CellSpec, accel: Accel) -> Duration {
+    match spec.watchdog {
+        Some(w) => w,
+        None if spec.debug.interactive() => INTERACTIVE_WATCHDOG,
+        None => default_watchdog(&spec.tests, accel, spec.timeout_scale),
+    }
+}
+
+/// A private temp directory (sockets, the initramfs), removed on drop.
+pub(crate) fn private_dir(prefix: &str) -> Result<tempfile::TempDir, CellError> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|source| CellError::Dir {
+            path: std::env::temp_dir(),
+            source,
+        })
 }
 
 /// Boot allowance added to the sum of test timeouts for the watchdog.
@@ -130,34 +159,30 @@ pub async fn run_with_shares(
     bins: &GuestBins,
     cancel: &CancellationToken,
 ) -> Result<CellResult, CellError> {
+    run_attached(spec, shares, qemu, bins, cancel, None).await
+}
+
+/// [`run_with_shares`], its console and result lines sent to `live` as
+/// they come when the cell asks for them (`--live`).
+pub async fn run_attached(
+    spec: &CellSpec,
+    shares: &crate::share::ShareSetup,
+    qemu: &Qemu,
+    bins: &GuestBins,
+    cancel: &CancellationToken,
+    live: Option<LiveTap>,
+) -> Result<CellResult, CellError> {
     let started = SystemTime::now();
     std::fs::create_dir_all(&spec.out_dir).map_err(|source| CellError::Dir {
         path: spec.out_dir.clone(),
         source,
     })?;
-    let tmp = tempfile::Builder::new()
-        .prefix("harness-cell-")
-        .tempdir()
-        .map_err(|source| CellError::Dir {
-            path: std::env::temp_dir(),
-            source,
-        })?;
-    let (mut plan, mut files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
-    let cell_shares =
-        crate::share::CellShares::prepare(shares, &spec.out_dir, &mut plan, &mut files)?;
+    let tmp = private_dir("harness-cell-")?;
+    let guest = crate::cell::bootplan::guest(spec, shares, bins)?;
+    let cell_shares = guest.shares;
     let initrd = tmp.path().join("initramfs.cpio");
-    let mut layout = Layout::guest(
-        &bins.path("guest-init").map_err(SuiteError::from)?,
-        plan.encode(),
-        &files,
-    );
-    if !cell_shares.initramfs_files.is_empty() {
-        layout.push(guest_tests::plan::MODULE_DIR, crate::initramfs::Node::Dir);
-    }
-    for (guest, host) in &cell_shares.initramfs_files {
-        layout.push(guest, crate::initramfs::Node::HostFile(host.clone(), 0o644));
-    }
-    layout.write_file(&initrd)?;
+    guest.layout.write_file(&initrd)?;
+    let dump = spec.debug.dump.map(|f| (spec.out_dir.clone(), f));
 
     let mut accel = spec.accel;
     let mut notes = cell_shares.notes.clone();
@@ -167,35 +192,32 @@ pub async fn run_with_shares(
         attempt += 1;
         let daemons =
             crate::share::Daemons::start(&cell_shares, tmp.path(), attempt, &spec.out_dir).await?;
-        let vm_spec = VmSpec {
+        let vm_spec = crate::cell::bootplan::vm_spec(
+            spec,
             accel,
-            topology: spec.topology.clone(),
-            kernel: spec.kernel_image.clone(),
-            initrd: initrd.clone(),
-            cmdline_extra: spec.cmdline_extra.clone(),
-            console_socket: tmp.path().join(format!("console-{attempt}.sock")),
-            results_socket: tmp.path().join(format!("results-{attempt}.sock")),
-            qmp_socket: tmp.path().join(format!("qmp-{attempt}.sock")),
-            shares: daemons.devices(),
-        };
-        let argv_line = crate::qemu::argv(&vm_spec)
-            .iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join(" ");
+            &initrd,
+            tmp.path(),
+            attempt,
+            daemons.devices(),
+        );
         let _ = std::fs::write(
             spec.out_dir.join("qemu-argv.txt"),
-            format!("{} {argv_line}\n", qemu.path.display()),
+            format!(
+                "{}\n",
+                crate::cell::bootplan::argv_line(&qemu.path, &vm_spec)
+            ),
         );
         let req = VmRequest {
             qemu: qemu.clone(),
-            watchdog: spec
-                .watchdog
-                .unwrap_or_else(|| default_watchdog(&spec.tests, accel, spec.timeout_scale)),
+            watchdog: watchdog(spec, accel),
             spec: vm_spec,
             console_log: spec.out_dir.join("console.log"),
             results_log: spec.out_dir.join("results.ktap"),
             limits: Limits::default(),
+            attach: Attach {
+                live: spec.debug.live.then(|| live.clone()).flatten(),
+                dump: dump.clone(),
+            },
         };
         if let Some(word) = crate::qemu::tcg_share_cmdline(accel, !req.spec.shares.is_empty()) {
             let note = format!(
@@ -255,9 +277,13 @@ pub async fn run_with_shares(
         break out;
     };
     let ktap = crate::ktap::parse(&out.results);
+    notes.extend(crate::debug::exec_notes(&ktap));
     let console = crate::console::scan(&out.console);
     if out.qmp_panicked {
         notes.push("QMP reported GUEST_PANICKED".into());
+    }
+    if let Some(d) = &out.dump {
+        notes.push(crate::debug::dump_note(d, spec.topology.mem_mib()));
     }
     notes.extend(cell_shares.finish(&out.console));
     Ok(CellResult {

@@ -214,6 +214,14 @@ pub enum Event {
         /// Its name.
         name: String,
     },
+    /// A line a running cell printed, as it came (only for cells that ask:
+    /// `--live`); bounded and sanitised by [`crate::vm`].
+    Live {
+        /// The cell's index.
+        index: usize,
+        /// The line.
+        line: crate::vm::LiveLine,
+    },
     /// A cell finished, failed to start, or will never start.
     CellFinished(Box<CellOutcome>),
     /// Every cell has a [`Event::CellFinished`].

@@ -5,8 +5,11 @@
 
 pub mod bench;
 pub mod bisect;
+pub mod busybox;
 pub mod cell;
 pub mod console;
+pub mod console_bridge;
+pub mod debug;
 pub mod doctor;
 pub mod error;
 pub mod events;

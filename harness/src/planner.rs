@@ -83,6 +83,11 @@ impl Session {
         Ok(bins)
     }
 
+    /// The guest binaries if [`Session::guest_bins`] has built them.
+    pub fn built_guest_bins(&self) -> Option<Arc<GuestBins>> {
+        self.bins.clone()
+    }
+
     /// What reports say about the host.
     pub fn host_facts(&self) -> HostFacts {
         HostFacts {
@@ -183,6 +188,15 @@ impl Session {
         });
         self.kselftests.insert(key, r.clone());
         r
+    }
+
+    /// Debian's static busybox for `--exec` and `--shell` (fetched and
+    /// verified once, then from the cache).
+    pub async fn busybox(&mut self, reporters: &mut Reporters) -> Result<PathBuf, Error> {
+        let _ = reporters.step("fetching busybox-static (the guest's shell)");
+        let mirror = self.mirror.clone();
+        join(tokio::task::spawn_blocking(move || crate::busybox::fetch(mirror.as_deref())).await)?
+            .map_err(Error::infra)
     }
 
     /// What [`share::decide`] needs for a cell of this kernel: the
@@ -383,6 +397,8 @@ pub struct CellRequest {
     /// The kernel's source and build, for reports that describe them
     /// (`crate::reporter::kcidb::kernel_facts`).
     pub kernel_facts: Option<crate::events::KernelFacts>,
+    /// Shell, gdb, memory image, live lines, extra QEMU words.
+    pub debug: crate::debug::DebugOptions,
 }
 
 impl CellRequest {
@@ -419,6 +435,7 @@ impl CellRequest {
             shares: ShareSetup::none(),
             out_dir,
             kernel_facts: None,
+            debug: Default::default(),
         }
     }
 }
@@ -505,6 +522,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             timeout_scale: req.timeout_scale,
             boot_retries: req.boot_retries,
             out_dir: req.out_dir,
+            debug: req.debug,
         },
         shares: req.shares,
         known_failures: req.known_failures,

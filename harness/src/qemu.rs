@@ -47,6 +47,63 @@ pub struct VmSpec {
     /// virtiofs devices (vhost-user, one daemon each); when there are any,
     /// guest RAM is shared memory (`memory-backend-memfd,share=on`).
     pub shares: Vec<FsDevice>,
+    /// What debugging and the user add (shell port, gdbstub, `--qemu-arg`).
+    pub extras: Extras,
+}
+
+/// The parts of the argv a debugging session adds; none by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// Unix socket (harness listens) for a third serial port, ttyS2, that
+    /// carries the interactive shell.
+    pub shell_socket: Option<PathBuf>,
+    /// QEMU's gdbstub.
+    pub gdb: Option<GdbStub>,
+    /// `--qemu-arg` / `qemu_args:` words, appended after everything of
+    /// ours (so where QEMU lets a later option win, they win).
+    pub qemu_args: Vec<OsString>,
+}
+
+/// Where QEMU's gdbstub listens, and whether the guest waits for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GdbStub {
+    /// The address.
+    pub listen: GdbListen,
+    /// Start the guest halted (`-S`) until gdb says `continue`.
+    pub wait: bool,
+}
+
+/// A gdbstub address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GdbListen {
+    /// A Unix socket (QEMU listens).
+    Unix(PathBuf),
+    /// A TCP port on localhost.
+    Tcp(u16),
+}
+
+impl GdbListen {
+    /// QEMU's `-gdb` device string: `unix:PATH,server=on,wait=off` or
+    /// `tcp:127.0.0.1:PORT`.
+    pub fn qemu_device(&self) -> OsString {
+        match self {
+            GdbListen::Unix(p) => {
+                let mut s = OsString::from("unix:");
+                s.push(p);
+                s.push(",server=on,wait=off");
+                s
+            }
+            GdbListen::Tcp(port) => format!("tcp:127.0.0.1:{port}").into(),
+        }
+    }
+
+    /// What gdb's `target remote` takes: the socket path, or `localhost:PORT`.
+    pub fn gdb_target(&self) -> String {
+        match self {
+            GdbListen::Unix(p) => p.display().to_string(),
+            GdbListen::Tcp(port) => format!("localhost:{port}"),
+        }
+    }
 }
 
 /// One `vhost-user-fs-pci` device backed by a virtiofsd socket.
@@ -249,13 +306,41 @@ pub fn tcg_share_cmdline(accel: Accel, has_shares: bool) -> Option<&'static str>
     (accel == Accel::Tcg && has_shares).then_some("init_on_alloc=1")
 }
 
+/// The shell's serial port ttyS2 (the interactive shell of `--shell`),
+/// on the harness's listening socket like the other two.
+pub fn shell_args(shell: &Path) -> Vec<OsString> {
+    vec![
+        "-chardev".into(),
+        socket_chardev("shell", shell),
+        "-serial".into(),
+        "chardev:shell".into(),
+    ]
+}
+
+/// The gdbstub (`-gdb DEV`), and `-S` when the guest waits for gdb.
+pub fn gdb_args(gdb: &GdbStub) -> Vec<OsString> {
+    let mut a = vec!["-gdb".into(), gdb.listen.qemu_device()];
+    if gdb.wait {
+        a.push("-S".into());
+    }
+    a
+}
+
+/// The command line words of ours that come before the user's: TCG's
+/// share word, and `nokaslr` under gdb (symbols of `vmlinux` then match
+/// the running kernel's addresses).
+pub fn cmdline_words(spec: &VmSpec) -> Vec<String> {
+    tcg_share_cmdline(spec.accel, !spec.shares.is_empty())
+        .into_iter()
+        .chain(spec.extras.gdb.as_ref().map(|_| "nokaslr"))
+        .map(String::from)
+        .chain(spec.cmdline_extra.iter().cloned())
+        .collect()
+}
+
 /// The whole argv (without the program name).
 pub fn argv(spec: &VmSpec) -> Vec<OsString> {
-    let extra: Vec<String> = tcg_share_cmdline(spec.accel, !spec.shares.is_empty())
-        .map(String::from)
-        .into_iter()
-        .chain(spec.cmdline_extra.iter().cloned())
-        .collect();
+    let extra = cmdline_words(spec);
     [
         base_args(),
         accel_args(spec.accel),
@@ -266,6 +351,13 @@ pub fn argv(spec: &VmSpec) -> Vec<OsString> {
         qmp_args(&spec.qmp_socket),
         device_args(),
         share_args(&spec.shares),
+        spec.extras
+            .shell_socket
+            .as_deref()
+            .map(shell_args)
+            .unwrap_or_default(),
+        spec.extras.gdb.as_ref().map(gdb_args).unwrap_or_default(),
+        spec.extras.qemu_args.clone(),
     ]
     .concat()
 }
@@ -286,6 +378,7 @@ mod tests {
             results_socket: "/c/results.sock".into(),
             qmp_socket: "/c/qmp.sock".into(),
             shares: vec![],
+            extras: Extras::default(),
         }
     }
 
@@ -374,6 +467,41 @@ mod tests {
             "{l}"
         );
         assert!(share_args(&[]).is_empty());
+    }
+
+    #[test]
+    fn debugging_adds_the_shell_port_the_gdbstub_and_the_users_words_last() {
+        let t = Topology::parse_spec("nodes=1,cpus=1,mem=256M").unwrap();
+        let mut s = spec(t, Accel::Kvm);
+        s.extras = Extras {
+            shell_socket: Some("/c/shell.sock".into()),
+            gdb: Some(GdbStub {
+                listen: GdbListen::Unix("/c/gdb.sock".into()),
+                wait: true,
+            }),
+            qemu_args: vec!["-d".into(), "guest_errors".into()],
+        };
+        let l = line(&argv(&s));
+        assert!(
+            l.contains("random.trust_cpu=on nokaslr quiet -chardev"),
+            "{l}"
+        );
+        assert!(
+            l.ends_with(
+                "-device pvpanic \
+                 -chardev socket,id=shell,path=/c/shell.sock -serial chardev:shell \
+                 -gdb unix:/c/gdb.sock,server=on,wait=off -S -d guest_errors"
+            ),
+            "{l}"
+        );
+        let tcp = GdbListen::Tcp(1234);
+        assert_eq!(tcp.qemu_device(), "tcp:127.0.0.1:1234");
+        assert_eq!(tcp.gdb_target(), "localhost:1234");
+        assert!(!line(&gdb_args(&GdbStub {
+            listen: tcp,
+            wait: false
+        }))
+        .contains("-S"));
     }
 
     #[test]

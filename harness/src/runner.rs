@@ -119,6 +119,7 @@ pub fn judge(ready: &ReadyCell, mut result: crate::result::CellResult) -> CellOu
         .filter(|c| keep_case(ready.test_glob.as_deref(), &names, &c.name))
         .collect();
     let counts = crate::verdict::counts(&cases);
+    let cases = with_dump_notes(cases, &result.notes);
     CellOutcome {
         meta: ready.meta.clone(),
         status: CellStatus::judge(&result, &counts),
@@ -127,6 +128,29 @@ pub fn judge(ready: &ReadyCell, mut result: crate::result::CellResult) -> CellOu
         duration: result.duration,
         result: Some(Box::new(result)),
     }
+}
+
+/// The memory image's note (see [`crate::debug::dump_note`]) added to the
+/// failure text of every failed case, so the JUnit failure names the file.
+fn with_dump_notes(
+    mut cases: Vec<crate::verdict::Case>,
+    notes: &[String],
+) -> Vec<crate::verdict::Case> {
+    let Some(note) = notes
+        .iter()
+        .find(|n| n.starts_with(crate::debug::DUMP_NOTE))
+    else {
+        return cases;
+    };
+    for c in &mut cases {
+        if let crate::verdict::CaseStatus::Fail { text, .. } = &mut c.status {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(note);
+        }
+    }
+    cases
 }
 
 /// Runs `cells` (their `meta.index` is their position). Returns one
@@ -157,6 +181,8 @@ pub async fn run(
         Result<crate::result::CellResult, String>,
     )> = tokio::task::JoinSet::new();
     let mut used = (0u32, 0u64, 0usize);
+    // Live lines of cells that ask for them (`--live`), forwarded in order.
+    let (live_tx, mut live_rx) = tokio::sync::mpsc::channel(crate::vm::LIVE_BACKLOG);
     let mut stop = false;
     let need = |c: &PlannedCell| match c {
         PlannedCell::Ready(r) => (
@@ -191,15 +217,38 @@ pub async fn run(
                 name: ready.meta.name.clone(),
             })?;
             let (qemu, bins, cancel) = (session.qemu.clone(), bins.clone(), cancel.clone());
+            let live = crate::vm::LiveTap {
+                index: i,
+                tx: live_tx.clone(),
+            };
             running.spawn(async move {
-                let r =
-                    crate::cell::run_with_shares(&ready.spec, &ready.shares, &qemu, &bins, &cancel)
-                        .await
-                        .map_err(|e| e.to_string());
+                let spec = &ready.spec;
+                let r = crate::cell::run_attached(
+                    spec,
+                    &ready.shares,
+                    &qemu,
+                    &bins,
+                    &cancel,
+                    Some(live),
+                )
+                .await
+                .map_err(|e| e.to_string());
                 (ready, r)
             });
         }
-        let Some(joined) = running.join_next().await else {
+        let joined = loop {
+            tokio::select! {
+                j = running.join_next() => break j,
+                Some((index, line)) = live_rx.recv() => {
+                    reporters.send(&Event::Live { index, line })?;
+                }
+            }
+        };
+        // What a finished cell printed last comes before its result.
+        while let Ok((index, line)) = live_rx.try_recv() {
+            reporters.send(&Event::Live { index, line })?;
+        }
+        let Some(joined) = joined else {
             break;
         };
         let (ready, r) = joined.map_err(|e| Error::infra(format!("internal error: {e}")))?;

@@ -7,11 +7,20 @@
 //! QMP `GUEST_PANICKED` ends the run in seconds; a watchdog and the cancel
 //! token bound the rest. QEMU is started by [`crate::procs::spawn_guarded`]
 //! (own process group, `PR_SET_PDEATHSIG`, registered) and is killed on
-//! every exit path.
+//! every exit path. What a debugging session attaches ([`Attach`]): live
+//! lines for the terminal, the shell port bridged to it
+//! ([`crate::console_bridge`]), a memory image through QMP
+//! `dump-guest-memory` on a panic or at the watchdog.
 
+mod attach;
+
+pub use attach::{Attach, LiveLine, LiveTap, LIVE_BACKLOG};
+
+use crate::debug::{DumpFormat, Dumped};
 use crate::host::Qemu;
 use crate::qemu::{argv, VmSpec};
 use crate::result::VmEnd;
+use attach::{LineTap, LiveKind, Q};
 use futures::StreamExt;
 use guest_tests::plan::GuestExit;
 use std::path::{Path, PathBuf};
@@ -20,7 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Errors that stop a VM from starting at all.
@@ -91,6 +100,8 @@ pub struct VmRequest {
     pub results_log: PathBuf,
     /// Bounds.
     pub limits: Limits,
+    /// Live lines and the memory image (none by default).
+    pub attach: Attach,
 }
 
 /// What a VM produced.
@@ -110,6 +121,9 @@ pub struct VmOutput {
     pub qmp_panicked: bool,
     /// Wall-clock time.
     pub elapsed: Duration,
+    /// The guest memory image asked for by [`Attach::dump`]: written, or
+    /// why not (`None`: none asked for, or no panic and no watchdog).
+    pub dump: Option<Result<Dumped, String>>,
 }
 
 const PANIC_LINE: &[u8] = b"Kernel panic - not syncing";
@@ -171,6 +185,7 @@ async fn serial_reader(
     log: tokio::fs::File,
     limit: usize,
     panic_tx: Option<watch::Sender<bool>>,
+    mut tap: Option<LineTap>,
 ) -> Vec<u8> {
     let mut cap = Capture::new(limit);
     let Ok((mut stream, _)) = listener.accept().await else {
@@ -187,6 +202,9 @@ async fn serial_reader(
         };
         let chunk = &buf[..n];
         cap.push(chunk);
+        if let Some(t) = tap.as_mut() {
+            t.push(chunk);
+        }
         if logged < limit {
             let take = (limit - logged).min(n);
             // A full disk must not stop the run; the capture still has it.
@@ -207,14 +225,26 @@ async fn serial_reader(
         }
     }
     let _ = log.flush().await;
+    if let Some(t) = tap.as_mut() {
+        t.finish();
+    }
     cap.finish()
+}
+
+/// What the harness asks of QMP.
+enum QmpAsk {
+    /// End QEMU.
+    Quit,
+    /// Stop the vCPUs and write a memory image into the directory, in the
+    /// format if QEMU can write it, else as ELF.
+    Dump(PathBuf, DumpFormat, oneshot::Sender<Result<Dumped, String>>),
 }
 
 /// Speaks QMP: records GUEST_PANICKED, and sends `quit` when asked.
 async fn qmp_session(
     listener: UnixListener,
     panic_tx: watch::Sender<bool>,
-    mut quit_rx: tokio::sync::mpsc::Receiver<()>,
+    mut ask_rx: mpsc::Receiver<QmpAsk>,
     qmp_panicked: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let Ok((stream, _)) = listener.accept().await else {
@@ -227,6 +257,7 @@ async fn qmp_session(
         return;
     };
     let (service, mut events) = qmp.into_parts();
+    let service = Arc::new(service);
     loop {
         tokio::select! {
             ev = events.next() => match ev {
@@ -241,9 +272,40 @@ async fn qmp_session(
                 }
                 None => break,
             },
-            Some(()) = quit_rx.recv() => {
-                tokio::spawn(service.execute(qapi::qmp::quit {}));
-            }
+            Some(ask) = ask_rx.recv() => match ask {
+                QmpAsk::Quit => {
+                    tokio::spawn(service.execute(qapi::qmp::quit {}));
+                }
+                QmpAsk::Dump(dir, asked, reply) => {
+                    // In a task: the event loop must go on reading the replies.
+                    let service = service.clone();
+                    tokio::spawn(async move {
+                        let caps = service
+                            .execute(qapi::qmp::query_dump_guest_memory_capability {})
+                            .await;
+                        let formats = caps.map(|c| c.formats).unwrap_or_default();
+                        let (format, qmp) = attach::qmp_formats(asked)
+                            .into_iter()
+                            .find(|q| formats.contains(q))
+                            .map_or((DumpFormat::Elf, Q::elf), |q| (asked, q));
+                        let path = dir.join(format.file_name());
+                        let _ = service.execute(qapi::qmp::stop {}).await;
+                        let r = service
+                            .execute(qapi::qmp::dump_guest_memory {
+                                paging: false,
+                                protocol: format!("file:{}", path.display()),
+                                detach: Some(false),
+                                format: Some(qmp),
+                                begin: None,
+                                length: None,
+                            })
+                            .await
+                            .map(|_| Dumped { path, format, asked })
+                            .map_err(|e| e.to_string());
+                        let _ = reply.send(r);
+                    });
+                }
+            },
         }
     }
 }
@@ -279,6 +341,12 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let console_l = listen(&spec.console_socket)?;
     let results_l = listen(&spec.results_socket)?;
     let qmp_l = listen(&spec.qmp_socket)?;
+    let shell_l = spec
+        .extras
+        .shell_socket
+        .as_deref()
+        .map(listen)
+        .transpose()?;
     let console_log = create_log(&req.console_log).await?;
     let results_log = create_log(&req.results_log).await?;
 
@@ -295,21 +363,35 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let pgid = child.pgid();
 
     let (panic_tx, mut panic_rx) = watch::channel(false);
-    let (quit_tx, quit_rx) = tokio::sync::mpsc::channel(1);
+    let (ask_tx, ask_rx) = mpsc::channel(2);
     let qmp_panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (shell_tx, shell_rx) = watch::channel(false);
+    let tap = |make: LiveKind, shell: Option<watch::Sender<bool>>| {
+        LineTap::new(req.attach.live.clone().map(|t| (t, make)), shell)
+    };
     let console_task = tokio::spawn(serial_reader(
         console_l,
         console_log,
         req.limits.console_bytes,
         Some(panic_tx.clone()),
+        tap(LiveLine::Console, None),
     ));
     let results_task = tokio::spawn(serial_reader(
         results_l,
         results_log,
         req.limits.results_bytes,
         None,
+        tap(LiveLine::Result, shell_l.is_some().then_some(shell_tx)),
     ));
-    let qmp_task = tokio::spawn(qmp_session(qmp_l, panic_tx, quit_rx, qmp_panicked.clone()));
+    let bridge_stop = CancellationToken::new();
+    let bridge_task = shell_l.map(|l| {
+        tokio::spawn(crate::console_bridge::bridge(
+            l,
+            shell_rx,
+            bridge_stop.clone(),
+        ))
+    });
+    let qmp_task = tokio::spawn(qmp_session(qmp_l, panic_tx, ask_rx, qmp_panicked.clone()));
     let mut stderr = child.stderr.take();
     let stderr_task = tokio::spawn(async move {
         let mut cap = Capture::new(16 * 1024);
@@ -329,10 +411,24 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         st = child.wait() => Stop::Exited(st),
         _ = tokio::time::sleep(req.watchdog) => Stop::Watchdog,
         _ = cancel.cancelled() => Stop::Cancelled,
-        _ = panic_rx.wait_for(|p| *p) => Stop::Panicked,
+        // Only a real panic: the senders dropping (QEMU gone) is no panic.
+        Ok(_) = panic_rx.wait_for(|p| *p) => Stop::Panicked,
+    };
+    let dump = match (&stop, &req.attach.dump) {
+        (Stop::Panicked | Stop::Watchdog, Some((dir, format))) => Some(
+            attach::dump_memory(&ask_tx, dir, *format, spec.topology.mem_mib(), &mut child).await,
+        ),
+        _ => None,
     };
     let status = match stop {
         Stop::Exited(ref st) => st.as_ref().ok().copied(),
+        Stop::Panicked if dump.is_some() => {
+            let _ = ask_tx.try_send(QmpAsk::Quit);
+            match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
+                Ok(st) => st.ok(),
+                Err(_) => kill_and_reap(&mut child, pgid).await,
+            }
+        }
         Stop::Panicked => {
             // panic=-1 and -no-reboot: QEMU should exit on its own at once.
             match tokio::time::timeout(req.limits.panic_grace, child.wait()).await {
@@ -341,7 +437,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
             }
         }
         Stop::Watchdog | Stop::Cancelled => {
-            let _ = quit_tx.try_send(());
+            let _ = ask_tx.try_send(QmpAsk::Quit);
             match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
                 Ok(st) => st.ok(),
                 Err(_) => kill_and_reap(&mut child, pgid).await,
@@ -352,6 +448,11 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     // group leaves the registry.
     drop(child);
     let elapsed = start.elapsed();
+    bridge_stop.cancel();
+    if let Some(t) = bridge_task {
+        // The terminal's settings come back when the bridge ends.
+        let _ = tokio::time::timeout(Duration::from_secs(2), t).await;
+    }
 
     let drain = Duration::from_secs(3);
     let console = join_or_empty(console_task, drain).await;
@@ -395,6 +496,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         status: code,
         qmp_panicked,
         elapsed,
+        dump,
     })
 }
 

@@ -472,6 +472,7 @@ fn corrupt_run_plan_is_reported_as_bad_plan() {
         results_socket: tmp.path().join("r.sock"),
         qmp_socket: tmp.path().join("q.sock"),
         shares: vec![],
+        extras: Default::default(),
     };
     let req = harness::vm::VmRequest {
         qemu,
@@ -480,6 +481,7 @@ fn corrupt_run_plan_is_reported_as_bad_plan() {
         console_log: tmp.path().join("console.log"),
         results_log: tmp.path().join("results.ktap"),
         limits: harness::vm::Limits::default(),
+        attach: Default::default(),
     };
     let cancel = tokio_util::sync::CancellationToken::new();
     let out = rt.block_on(harness::vm::run(&req, &cancel)).unwrap();

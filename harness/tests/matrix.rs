@@ -220,7 +220,7 @@ fn share_error_cases() -> Vec<(String, String)> {
         ),
         (
             "overrides:\n  - {share: [a]}\n".to_string(),
-            "m.yaml:8:6: overrides[0]: unknown field `share`, expected one of `kernel`, `topology`, `suite`, `accel`, `timeout_scale`, `cmdline`, `shares`, `artifacts`".to_string(),
+            "m.yaml:8:6: overrides[0]: unknown field `share`, expected one of `kernel`, `topology`, `suite`, `accel`, `timeout_scale`, `cmdline`, `shares`, `artifacts`, `qemu_args`".to_string(),
         ),
     ]
     .into_iter()

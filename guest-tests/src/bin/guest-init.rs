@@ -88,6 +88,12 @@ fn run(log: &mut Log, port: &mut Option<ResultsPort>) -> Result<GuestExit, Strin
         return Ok(GuestExit::InitError);
     }
 
+    if let Some(busybox) = &plan.busybox {
+        log.line(&guest_tests::init::shell::link_applets(busybox));
+    }
+    if plan.shell.is_some() {
+        log.line(&guest_tests::init::shell::mount_debugfs());
+    }
     let opts = Options {
         path_env: BIN_DIR.to_string(),
         reap_orphans: true,

@@ -72,10 +72,14 @@ pub fn run_plan(
     kmsg: &mut dyn Write,
 ) -> io::Result<Vec<TestRun>> {
     emit(results, "KTAP version 1")?;
-    emit(results, &format!("1..{}", plan.tests.len()))?;
+    let shells = usize::from(plan.shell.is_some());
+    emit(results, &format!("1..{}", plan.tests.len() + shells))?;
     let mut runs = Vec::new();
     for (i, test) in plan.tests.iter().enumerate() {
         runs.push(run_test(i + 1, test, opts, results, kmsg)?);
+    }
+    if let Some(shell) = &plan.shell {
+        runs.push(run_shell(plan.tests.len() + 1, shell, opts, results, kmsg)?);
     }
     let verdicts: Vec<Verdict> = runs.iter().map(|r| r.ending.verdict()).collect();
     emit(results, &report::totals_line(&verdicts))?;
@@ -101,7 +105,26 @@ pub fn run_test(
     };
     fwd.finish()?;
     let (ktap, dropped_bytes) = (fwd.mode == Mode::Ktap, fwd.budget.dropped());
-    for line in report::result_lines(n, &name, &ending) {
+    end_test(n, &name, &ending, opts, results, kmsg)?;
+    Ok(TestRun {
+        name,
+        ending,
+        ktap,
+        dropped_bytes,
+    })
+}
+
+/// The end of test `n`: its result lines, the kmsg markers, the orphans
+/// reaped.
+fn end_test(
+    n: usize,
+    name: &str,
+    ending: &Ending,
+    opts: &Options,
+    results: &mut dyn Write,
+    kmsg: &mut dyn Write,
+) -> io::Result<()> {
+    for line in report::result_lines(n, name, ending) {
         emit(results, &line)?;
     }
     kmsg_line(
@@ -112,11 +135,37 @@ pub fn run_test(
     if opts.reap_orphans {
         reap_zombies();
     }
+    Ok(())
+}
+
+/// Runs the interactive shell as test number `n`, named `shell`: its
+/// terminal is its port, not the results stream; its exit status is its
+/// result.
+fn run_shell(
+    n: usize,
+    shell: &crate::plan::PlannedShell,
+    opts: &Options,
+    results: &mut dyn Write,
+    kmsg: &mut dyn Write,
+) -> io::Result<TestRun> {
+    let name = "shell";
+    kmsg_line(kmsg, &format!("{KMSG_MARKER} begin {n} {name}"));
+    emit(results, &format!("  # Subtest: {name}"))?;
+    let mut said = Ok(());
+    let mut ready = || {
+        said = emit(
+            results,
+            &format!("  {}{}", crate::plan::SHELL_MARK, shell.port),
+        )
+    };
+    let ending = super::shell::run(shell, &opts.path_env, &mut ready);
+    said?;
+    end_test(n, name, &ending, opts, results, kmsg)?;
     Ok(TestRun {
-        name,
+        name: name.into(),
         ending,
-        ktap,
-        dropped_bytes,
+        ktap: false,
+        dropped_bytes: 0,
     })
 }
 

@@ -5,7 +5,7 @@
 //! identity, the config base, every fragment and patch (name and content, in
 //! order), the requirements, extra make variables and the compiler and
 //! linker versions. Images live at `kbuild/images/<name>/<key>/bzImage`;
-//! the `.config`, the build log and `meta.json` beside it.
+//! the `.config`, the build log, `meta.json` and `vmlinux` (for gdb) beside it.
 //!
 //! Builds run in a persistent per-definition work directory
 //! (`kbuild/work/<name>/{src,obj}`: a git work tree of the base and an
@@ -284,6 +284,12 @@ pub fn build(
         warnings,
     };
     if image.is_file() {
+        keep_vmlinux(
+            cache,
+            &dir_rel,
+            &cache.path(work_rel(&def.name)).join("obj"),
+            &key,
+        );
         return Ok(done(Some(image), true, Vec::new()));
     }
     if opts.no_build {
@@ -356,8 +362,60 @@ pub fn build(
             .unwrap_or_default()
             .as_slice(),
     )?;
+    copy_debug_files(cache, &dir_rel, &obj)?;
     copy("bzImage", &obj.join("arch/x86/boot/bzImage"))?;
     Ok(done(Some(image), false, warnings))
+}
+
+/// What `gdb` needs beside a cached bzImage: `vmlinux` (symbols; DWARF
+/// when the config has it) and, when the build made them (`make
+/// scripts_gdb`, `CONFIG_GDB_SCRIPTS`), `vmlinux-gdb.py` with
+/// `scripts/gdb/linux/*.py`.
+fn copy_debug_files(cache: &Cache, dir_rel: &Path, obj: &Path) -> Result<(), BuildError> {
+    let copy = |name: &str, from: &Path| -> Result<(), BuildError> {
+        let mut f = File::open(from).map_err(io("open", from))?;
+        cache.write_atomic(dir_rel.join(name), &mut f)?;
+        Ok(())
+    };
+    // A tree whose build makes no vmlinux (a stand-in tree in tests) just
+    // has no symbols for gdb.
+    if obj.join("vmlinux").is_file() {
+        copy("vmlinux", &obj.join("vmlinux"))?;
+    }
+    if obj.join("vmlinux-gdb.py").is_file() {
+        copy("vmlinux-gdb.py", &obj.join("vmlinux-gdb.py"))?;
+        let scripts = obj.join("scripts/gdb/linux");
+        for e in fs::read_dir(&scripts).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".py") {
+                copy(&format!("scripts/gdb/linux/{name}"), &e.path())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An image cached before `vmlinux` was kept gets it from the work tree,
+/// when that tree was last built for the same key (its log says so).
+/// Best effort: a debugger is not worth failing a run for.
+fn keep_vmlinux(cache: &Cache, dir_rel: &Path, obj: &Path, key: &str) {
+    if cache.path(dir_rel.join("vmlinux")).is_file() || !obj.join("vmlinux").is_file() {
+        return;
+    }
+    let log = obj.with_file_name("build.log");
+    let same_key = fs::read_to_string(&log)
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .next()
+                .map(|first| first.ends_with(&format!(" key {key}")))
+        })
+        .unwrap_or(false);
+    if same_key {
+        if let Err(e) = copy_debug_files(cache, dir_rel, obj) {
+            tracing::debug!(%e, "no vmlinux kept beside the cached image");
+        }
+    }
 }
 
 /// Prepares `work/{src,obj}` for `def` on `base` without compiling:

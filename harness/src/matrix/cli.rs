@@ -50,6 +50,8 @@ pub struct Request {
     pub debian_mirror: Option<String>,
     /// `--kcidb FILE`: the KCIDB document, with its origin and log base URL.
     pub kcidb: Option<(PathBuf, crate::reporter::kcidb::Options)>,
+    /// `--gdb [SOCKET|PORT]` and whether the guest waits for gdb: one cell only.
+    pub gdb: Option<(String, bool)>,
 }
 
 /// The matrix file `--matrix` defaults to, in the current directory.
@@ -186,6 +188,12 @@ pub async fn matrix(
         .into_iter()
         .nth(shard_i - 1)
         .unwrap_or_default();
+    if args.gdb.is_some() && cells.len() != 1 {
+        return Err(MatrixError::Usage(crate::debug::gdb_one_cell(
+            cells.iter().map(|&c| m.cells[c].name.as_str()),
+        ))
+        .into());
+    }
     if cells.is_empty() {
         eprintln!("harness: no cells selected");
         return Ok(Done::Nothing);
@@ -206,6 +214,7 @@ pub async fn matrix(
         fail_fast: args.fail_fast,
         test_glob: args.test.clone(),
         debian_mirror: args.debian_mirror.clone(),
+        gdb: args.gdb.clone(),
     };
     eprintln!(
         "harness: {} cells (shard {shard_i}/{shard_n}), budget {} cells, {} vCPUs, {} MiB",

@@ -98,6 +98,8 @@ pub struct Cell {
     pub shares: Vec<ShareSpec>,
     /// Whether the cell gets its artifacts share (when virtiofs works).
     pub artifacts: bool,
+    /// Words appended to QEMU's argv (`qemu_args:` of an override).
+    pub qemu_args: Vec<String>,
 }
 
 impl Matrix {

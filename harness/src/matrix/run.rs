@@ -32,6 +32,8 @@ pub struct Options {
     pub test_glob: Option<String>,
     /// Debian mirror override.
     pub debian_mirror: Option<String>,
+    /// `--gdb` (address, guest waits) for the one cell.
+    pub gdb: Option<(String, bool)>,
 }
 
 /// Where a cell's logs and JUnit go.
@@ -150,6 +152,19 @@ async fn plan_cell(
     req.name = cell.name.clone();
     req.kernel_name = kernel.name.clone();
     req.cmdline = cell.cmdline.clone();
+    req.debug.qemu_args = cell.qemu_args.clone();
+    if let Some((addr, wait)) = &opts.gdb {
+        let stub = crate::qemu::GdbStub {
+            listen: crate::debug::gdb_listen(addr, &meta.out_dir),
+            wait: *wait,
+        };
+        let vmlinux = crate::debug::vmlinux_beside(&resolved.path);
+        let _ = reporters.step(&format!(
+            "gdb: {}",
+            crate::debug::gdb_command(vmlinux.as_deref(), &stub)
+        ));
+        req.debug.gdb = Some(stub);
+    }
     req.timeout_scale = cell.timeout_scale;
     req.expect = meta.expect.clone();
     req.test_glob = opts.test_glob.clone();
@@ -230,6 +245,7 @@ mod tests {
             cmdline: vec![],
             shares,
             artifacts,
+            qemu_args: vec![],
         }
     }
 

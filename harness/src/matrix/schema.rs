@@ -192,4 +192,6 @@ pub struct RawOverride {
     pub shares: Option<Vec<String>>,
     /// Artifacts share on or off for the matching cells.
     pub artifacts: Option<bool>,
+    /// Words appended to QEMU's argv (as `--qemu-arg`).
+    pub qemu_args: Option<Vec<String>>,
 }

@@ -49,6 +49,13 @@ pub struct MatrixArgs {
     /// Only the cells that did not pass in the last aggregate report under --out.
     #[arg(long)]
     pub rerun_failed: bool,
+    /// QEMU's gdbstub for the one selected cell (a usage error unless the
+    /// selection is exactly one cell): see `harness run --gdb`.
+    #[arg(long, value_name = "SOCKET|PORT", num_args = 0..=1, default_missing_value = "")]
+    pub gdb: Option<String>,
+    /// With --gdb: start the guest at once instead of waiting for gdb.
+    #[arg(long, requires = "gdb")]
+    pub gdb_no_wait: bool,
     /// Reports and logs.
     #[arg(long, default_value = "target/matrix")]
     pub out: PathBuf,
@@ -88,6 +95,7 @@ impl MatrixArgs {
             out: self.out,
             debian_mirror: self.debian_mirror,
             kcidb: self.kcidb.output(),
+            gdb: self.gdb.map(|g| (g, !self.gdb_no_wait)),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
 
 mod args;
+mod debug;
 mod doctor;
 mod terminal;
 mod tools;
@@ -168,6 +169,9 @@ struct RunArgs {
     /// when virtiofs works.
     #[arg(long)]
     no_artifacts: bool,
+    /// Debugging: --dry-run, --live, --exec, --shell, --gdb, --dump-on-panic, --qemu-arg.
+    #[command(flatten)]
+    debug: debug::DebugArgs,
 }
 
 fn main() -> ExitCode {
@@ -393,6 +397,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         &args.kernel,
         &resolved,
     ));
+    args.debug
+        .apply(&mut req, &mut session, &mut reporters)
+        .await?;
     let cell = harness::planner::cell(0, req);
     let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
     reporters.add(Junit::new(&junit_path, "harness run"));
@@ -402,12 +409,18 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     if let Some((p, opts)) = args.kcidb.output() {
         reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
     }
-    reporters.add(Terminal::new(
-        Shape::Cases,
-        vec![format!("JUnit: {}", junit_path.display())],
-    ));
+    reporters.add(
+        Terminal::new(
+            Shape::Cases,
+            vec![format!("JUnit: {}", junit_path.display())],
+        )
+        .live(args.debug.live),
+    );
     // Built before the handlers: a signal during the build ends it at once.
     session.guest_bins(&mut reporters).await?;
+    if let Some(code) = args.debug.before_boot(&cell, &session, &mut reporters)? {
+        return Ok(code);
+    }
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();

@@ -7,6 +7,7 @@
 use harness::events::{CellOutcome, CellStatus, Event};
 use harness::reporter::{ReportError, Reporter};
 use harness::verdict::CaseStatus;
+use harness::vm::LiveLine;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Which shape.
@@ -31,6 +32,8 @@ pub struct Terminal {
     outcomes: Vec<CellOutcome>,
     /// Lines printed after the summary (where the reports are).
     footer: Vec<String>,
+    /// Print live console and result lines (`--live`).
+    live: bool,
 }
 
 impl Terminal {
@@ -44,13 +47,43 @@ impl Terminal {
             step: String::new(),
             outcomes: Vec::new(),
             footer,
+            live: false,
         }
     }
 
+    /// Prints the live lines of cells that send them (`--live`).
+    pub fn live(mut self, on: bool) -> Terminal {
+        self.live = on;
+        self
+    }
+
+    fn live_line(&self, index: usize, line: &LiveLine) {
+        // Only matrix runs have more than one cell to tell apart.
+        let cell = match self.shape {
+            Shape::Cells => format!("[{index}] "),
+            _ => String::new(),
+        };
+        let text = match line {
+            LiveLine::Console(l) => format!("{cell}console| {l}"),
+            LiveLine::Result(l) => format!("{cell}results| {l}"),
+            LiveLine::Dropped(n) => {
+                format!("{cell}harness| {n} line(s) not shown: the terminal fell behind")
+            }
+        };
+        self.say(&text);
+    }
+
     fn say(&self, line: &str) {
+        // While the shell's bridge has the terminal in raw mode, `\n`
+        // alone would not return the cursor.
+        let end = if harness::console_bridge::raw_active() {
+            "\r\n"
+        } else {
+            "\n"
+        };
         match &self.bar {
-            Some(b) => b.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(b) => b.suspend(|| eprint!("{line}{end}")),
+            None => eprint!("{line}{end}"),
         }
     }
 
@@ -135,6 +168,8 @@ impl Reporter for Terminal {
                 self.step = s.clone();
             }
             Event::CellStarted { name, .. } => self.running.push(name.clone()),
+            Event::Live { index, line } if self.live => self.live_line(*index, line),
+            Event::Live { .. } => {}
             Event::CellFinished(o) => {
                 self.running.retain(|r| *r != o.meta.name);
                 self.failed += usize::from(!o.status.ok());

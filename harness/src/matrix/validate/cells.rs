@@ -59,6 +59,7 @@ pub(in crate::matrix) fn cells(
                         cmdline: vec![],
                         shares: defaults.shares.clone(),
                         artifacts: defaults.artifacts,
+                        qemu_args: vec![],
                     });
                 }
             }

@@ -48,6 +48,16 @@ pub(in crate::matrix) fn overrides(
             )?),
             None => None,
         };
+        if let Some(a) = o
+            .qemu_args
+            .as_ref()
+            .and_then(|a| a.iter().find(|w| w.is_empty()))
+        {
+            return Err(cx.err(
+                pos,
+                format!("overrides[{i}]: qemu_args: {a:?}: an empty word"),
+            ));
+        }
         let rule = RawRule {
             kernel: o.kernel.clone(),
             topology: o.topology.clone(),
@@ -87,6 +97,9 @@ pub(in crate::matrix) fn overrides(
             }
             if let Some(a) = o.artifacts {
                 c.artifacts = a;
+            }
+            if let Some(q) = &o.qemu_args {
+                c.qemu_args = q.clone();
             }
         }
     }

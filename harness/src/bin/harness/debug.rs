@@ -1,0 +1,169 @@
+//! The debugging flags of `harness run` (docs/debugging.md): the clap
+//! types, what they mean for the cell request, and what is said before
+//! the boot (`--dry-run`'s plan, `--gdb`'s command).
+
+use harness::debug::{DebugOptions, DumpFormat, ShellMode};
+use harness::error::Error;
+use harness::planner::{CellRequest, ReadyCell, Session};
+use harness::qemu::GdbStub;
+use harness::reporter::Reporters;
+use std::time::Duration;
+
+/// When `--shell` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ShellWhen {
+    /// After the plan's tests.
+    After,
+    /// Instead of them.
+    Only,
+}
+
+/// The flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DebugArgs {
+    /// A word appended to QEMU's argv after the harness's own (repeatable;
+    /// recorded in qemu-argv.txt).
+    #[arg(long = "qemu-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub qemu_args: Vec<String>,
+    /// Print the resolved plan (kernel, initramfs files, kernel command
+    /// line, QEMU argv) without booting.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Stream the kernel console and the result lines to the terminal as
+    /// they come.
+    #[arg(short = 'v', long)]
+    pub live: bool,
+    /// Run a shell command line in the guest as one test (`/bin/sh -c CMD`,
+    /// judged by its exit status; repeatable; brings Debian's busybox).
+    #[arg(long = "exec", value_name = "CMD")]
+    pub exec: Vec<String>,
+    /// Timeout of each --exec, in seconds.
+    #[arg(long, default_value_t = 120, value_name = "SECS")]
+    pub exec_timeout: u64,
+    /// An interactive busybox shell on this terminal in the guest, after
+    /// the plan (`--shell`) or instead of it (`--shell=only`); its exit
+    /// ends the VM.
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
+          default_missing_value = "after", value_name = "WHEN")]
+    pub shell: Option<ShellWhen>,
+    /// QEMU's gdbstub on a Unix socket path or a TCP port (default: the
+    /// cell's gdb.sock); the guest starts halted and the kernel without
+    /// KASLR; the gdb command is printed.
+    #[arg(long, value_name = "SOCKET|PORT", num_args = 0..=1, default_missing_value = "")]
+    pub gdb: Option<String>,
+    /// With --gdb: start the guest at once instead of waiting for gdb.
+    #[arg(long, requires = "gdb")]
+    pub gdb_no_wait: bool,
+    /// On a kernel panic (or at the watchdog) write the guest's memory into
+    /// the cell's output directory: an ELF core (vmcore.elf), or
+    /// kdump-compressed (vmcore.kdump; ELF where QEMU cannot).
+    #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
+          default_missing_value = "elf", value_name = "FORMAT")]
+    pub dump_on_panic: Option<DumpWhat>,
+}
+
+/// `--dump-on-panic`'s formats, as QEMU names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DumpWhat {
+    /// ELF core.
+    Elf,
+    /// kdump-compressed, zlib.
+    KdumpZlib,
+    /// kdump-compressed, LZO.
+    KdumpLzo,
+    /// kdump-compressed, snappy.
+    KdumpSnappy,
+}
+
+impl DebugArgs {
+    /// Adds the options to `req`: `--exec` tests (after the suite's),
+    /// busybox when a shell is needed, the gdbstub in the cell's directory.
+    pub async fn apply(
+        &self,
+        req: &mut CellRequest,
+        session: &mut Session,
+        reporters: &mut Reporters,
+    ) -> Result<(), Error> {
+        let mut opts = DebugOptions {
+            qemu_args: self.qemu_args.clone(),
+            shell: self.shell.map(|s| match s {
+                ShellWhen::After => ShellMode::After,
+                ShellWhen::Only => ShellMode::Only,
+            }),
+            gdb: self.gdb.as_deref().map(|g| GdbStub {
+                listen: harness::debug::gdb_listen(g, &req.out_dir),
+                wait: !self.gdb_no_wait,
+            }),
+            dump: self.dump_on_panic.map(|f| match f {
+                DumpWhat::Elf => DumpFormat::Elf,
+                DumpWhat::KdumpZlib => DumpFormat::KdumpZlib,
+                DumpWhat::KdumpLzo => DumpFormat::KdumpLzo,
+                DumpWhat::KdumpSnappy => DumpFormat::KdumpSnappy,
+            }),
+            live: self.live,
+            busybox: None,
+        };
+        if !self.exec.is_empty() || opts.shell.is_some() {
+            let busybox = session.busybox(reporters).await?;
+            let timeout = Duration::from_secs(self.exec_timeout);
+            for (i, cmd) in self.exec.iter().enumerate() {
+                req.tests
+                    .push(harness::debug::exec_test(i + 1, cmd, &busybox, timeout));
+            }
+            opts.busybox = Some(busybox);
+        }
+        if opts.shell == Some(ShellMode::Only) {
+            req.topology_check = false;
+        }
+        req.debug = opts;
+        Ok(())
+    }
+
+    /// What is said before the boot: with `--dry-run` the plan (and the
+    /// run ends here: `Some(exit status)`), with `--gdb` the command.
+    pub fn before_boot(
+        &self,
+        cell: &ReadyCell,
+        session: &Session,
+        reporters: &mut Reporters,
+    ) -> Result<Option<u8>, Error> {
+        if let Some(stub) = &cell.spec.debug.gdb {
+            if let harness::qemu::GdbListen::Unix(p) = &stub.listen {
+                // sun_path holds 108 bytes with the NUL.
+                if p.as_os_str().len() > 107 {
+                    return Err(Error::usage(format!(
+                        "--gdb: {} is longer than a Unix socket path may be (107 bytes): give a shorter path or a port",
+                        p.display()
+                    )));
+                }
+                // A socket left by an earlier run would make QEMU refuse.
+                let _ = std::fs::remove_file(p);
+                if let Some(d) = p.parent() {
+                    std::fs::create_dir_all(d)
+                        .map_err(|e| Error::infra(format!("creating {}: {e}", d.display())))?;
+                }
+            }
+            let vmlinux = harness::debug::vmlinux_beside(&cell.spec.kernel_image);
+            let cmd = harness::debug::gdb_command(vmlinux.as_deref(), stub);
+            reporters.step(&format!("gdb: {cmd}"))?;
+            if vmlinux.is_none() {
+                reporters.step(
+                    "gdb: no vmlinux beside the kernel image: symbols only for source: kernels",
+                )?;
+            }
+            if stub.wait {
+                reporters.step("gdb: the guest waits for gdb to `continue` (or `detach`)")?;
+            }
+        }
+        if !self.dry_run {
+            return Ok(None);
+        }
+        let bins = session.built_guest_bins().ok_or_else(|| {
+            Error::infra("internal error: guest binaries not built before --dry-run")
+        })?;
+        let text = harness::cell::bootplan::dry_run(&cell.spec, &cell.shares, &session.qemu, &bins)
+            .map_err(Error::infra)?;
+        print!("{text}");
+        Ok(Some(0))
+    }
+}

@@ -1,0 +1,268 @@
+//! What a cell boots, built one way for the VM ([`crate::cell`]) and for
+//! `harness run --dry-run`: the guest's run plan, the initramfs layout
+//! (busybox placed when asked for, share modules), the [`VmSpec`] of one
+//! boot attempt; and [`describe`], the plan as text (pure).
+
+use super::{CellError, CellSpec};
+use crate::guestbin::GuestBins;
+use crate::initramfs::{Layout, Node};
+use crate::qemu::{Accel, Extras, FsDevice, VmSpec};
+use crate::share::{CellShares, ShareSetup};
+use crate::suite::SuiteError;
+use guest_tests::plan::{RunPlan, BUSYBOX_PATH};
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// A cell's guest side: the plan and the initramfs that carries it.
+#[derive(Debug, Clone)]
+pub struct Guest {
+    /// The run plan guest-init decodes.
+    pub plan: RunPlan,
+    /// Every initramfs entry.
+    pub layout: Layout,
+    /// The cell's shares (modules, mounts, notes).
+    pub shares: CellShares,
+}
+
+/// The run plan and initramfs of `spec`. Empties `<out_dir>/artifacts`
+/// when the artifacts share is on (see [`CellShares::prepare`]).
+pub fn guest(spec: &CellSpec, shares: &ShareSetup, bins: &GuestBins) -> Result<Guest, CellError> {
+    let (mut plan, mut files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
+    crate::debug::place_busybox(&spec.debug, &mut plan, &mut files);
+    if spec.debug.shell.is_some() {
+        // In the shell every test binary is at hand (`futex-prctl --help`).
+        for b in guest_tests::binaries::tests() {
+            if !files.iter().any(|(f, _)| f == b) {
+                files.push((b.to_string(), bins.path(b).map_err(SuiteError::from)?));
+            }
+        }
+    }
+    let cell_shares = CellShares::prepare(shares, &spec.out_dir, &mut plan, &mut files)?;
+    let mut layout = Layout::guest(
+        &bins.path("guest-init").map_err(SuiteError::from)?,
+        plan.encode(),
+        &files,
+    );
+    if let Some(busybox) = &spec.debug.busybox {
+        layout.push("bin", Node::Dir);
+        layout.push(BUSYBOX_PATH, Node::HostFile(busybox.clone(), 0o755));
+    }
+    if !cell_shares.initramfs_files.is_empty() {
+        layout.push(guest_tests::plan::MODULE_DIR, Node::Dir);
+    }
+    for (guest, host) in &cell_shares.initramfs_files {
+        layout.push(guest, Node::HostFile(host.clone(), 0o644));
+    }
+    Ok(Guest {
+        plan,
+        layout,
+        shares: cell_shares,
+    })
+}
+
+/// The QEMU spec of boot attempt `attempt`: its sockets in `dir` (the
+/// cell's private temp dir), the debugging extras of `spec`.
+pub fn vm_spec(
+    spec: &CellSpec,
+    accel: Accel,
+    initrd: &Path,
+    dir: &Path,
+    attempt: u32,
+    shares: Vec<FsDevice>,
+) -> VmSpec {
+    let sock = |what: &str| dir.join(format!("{what}-{attempt}.sock"));
+    let mut cmdline = crate::debug::cmdline_words(&spec.debug);
+    cmdline.extend(spec.cmdline_extra.iter().cloned());
+    VmSpec {
+        accel,
+        topology: spec.topology.clone(),
+        kernel: spec.kernel_image.clone(),
+        initrd: initrd.to_path_buf(),
+        cmdline_extra: cmdline,
+        console_socket: sock("console"),
+        results_socket: sock("results"),
+        qmp_socket: sock("qmp"),
+        shares,
+        extras: Extras {
+            shell_socket: spec.debug.shell.map(|_| sock("shell")),
+            gdb: spec.debug.gdb.clone(),
+            qemu_args: spec.debug.qemu_args.iter().map(OsString::from).collect(),
+        },
+    }
+}
+
+/// QEMU's whole command line as one line (`qemu-argv.txt`, `--dry-run`):
+/// the words joined by spaces, as QEMU gets them.
+pub fn argv_line(qemu: &Path, vm: &VmSpec) -> String {
+    std::iter::once(qemu.as_os_str().to_os_string())
+        .chain(crate::qemu::argv(vm))
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The resolved plan of a cell as text: kernel, topology, tests, the
+/// initramfs's files, the kernel command line and QEMU's argv.
+pub fn describe(spec: &CellSpec, guest: &Guest, qemu: &Path, vm: &VmSpec) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "cell: {}", spec.name);
+    let _ = writeln!(
+        s,
+        "kernel: {} ({})",
+        spec.kernel_label,
+        spec.kernel_image.display()
+    );
+    let _ = writeln!(s, "topology: {} ({})", spec.topology_label, spec.topology);
+    let _ = writeln!(s, "accel: {}", vm.accel.name());
+    let _ = writeln!(s, "tests:");
+    for t in &guest.plan.tests {
+        let words: Vec<_> = std::iter::once(t.path.as_str())
+            .chain(t.args.iter().map(String::as_str))
+            .map(crate::debug::shell_quote)
+            .collect();
+        let _ = writeln!(
+            s,
+            "  {}: {} (timeout {} s)",
+            t.name,
+            words.join(" "),
+            t.timeout_ms / 1000
+        );
+    }
+    if let Some(sh) = &guest.plan.shell {
+        let _ = writeln!(s, "  shell: {} on {} (interactive)", sh.path, sh.port);
+    }
+    for m in &guest.plan.shares {
+        let _ = writeln!(
+            s,
+            "share: {} on {}{}",
+            m.tag,
+            m.path,
+            if m.read_only { " (read-only)" } else { "" }
+        );
+    }
+    let _ = writeln!(s, "initramfs:");
+    for e in &guest.layout.entries {
+        let what = match &e.node {
+            Node::Dir => "dir".to_string(),
+            Node::Bytes(b, _) => format!("{} bytes", b.len()),
+            Node::HostFile(p, _) => format!("from {}", p.display()),
+            Node::CharDev(maj, min) => format!("char {maj}:{min}"),
+        };
+        let _ = writeln!(s, "  /{} ({what})", e.path);
+    }
+    let words = crate::qemu::cmdline_words(vm);
+    let _ = writeln!(
+        s,
+        "kernel command line: {}",
+        crate::qemu::kernel_cmdline(&words)
+    );
+    let _ = writeln!(s, "qemu: {}", argv_line(qemu, vm));
+    s
+}
+
+/// `--dry-run`: the plan of `spec` as [`describe`] says it, built as a
+/// boot would build it but in a temp directory (the cell's output
+/// directory is left alone), with nothing started.
+pub fn dry_run(
+    spec: &CellSpec,
+    shares: &ShareSetup,
+    qemu: &crate::host::Qemu,
+    bins: &GuestBins,
+) -> Result<String, CellError> {
+    let tmp = super::private_dir("harness-dry-run-")?;
+    let mut in_tmp = spec.clone();
+    in_tmp.out_dir = tmp.path().to_path_buf();
+    let guest = guest(&in_tmp, shares, bins)?;
+    let devices = guest
+        .shares
+        .exports
+        .iter()
+        .map(|e| FsDevice {
+            tag: e.tag.clone(),
+            socket: dry_run_socket_dir().join(format!("vfs-{}.sock", e.tag)),
+        })
+        .collect();
+    let initrd = dry_run_socket_dir().join("initramfs.cpio");
+    let vm = vm_spec(spec, spec.accel, &initrd, &dry_run_socket_dir(), 1, devices);
+    Ok(describe(spec, &guest, &qemu.path, &vm))
+}
+
+/// Where `--dry-run` says the sockets are (they exist only while a VM runs).
+pub fn dry_run_socket_dir() -> PathBuf {
+    PathBuf::from("<cell-temp-dir>")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::debug::DebugOptions;
+    use crate::topology::Topology;
+    use guest_tests::plan::PlannedTest;
+
+    fn spec() -> CellSpec {
+        CellSpec {
+            name: "debian-7.3.4/nodes=2/smoke".into(),
+            kernel_label: "debian:7.3.4".into(),
+            kernel_image: "/cache/vmlinuz".into(),
+            topology: Topology::parse_spec("nodes=2,cpus=1,mem=256M").unwrap(),
+            topology_label: "nodes=2,cpus=1,mem=256M".into(),
+            suite_label: "smoke".into(),
+            tests: vec![],
+            accel: Accel::Tcg,
+            cmdline_extra: vec!["quiet".into()],
+            watchdog: None,
+            timeout_scale: 1.0,
+            boot_retries: 0,
+            out_dir: "/o".into(),
+            debug: DebugOptions {
+                qemu_args: vec!["-d".into(), "guest_errors".into()],
+                dump: Some(crate::debug::DumpFormat::Elf),
+                ..DebugOptions::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_plan_says_what_boots_without_a_vm() {
+        let spec = spec();
+        let mut layout = Layout::default();
+        layout.push("init", Node::HostFile("/g/guest-init".into(), 0o755));
+        layout.push("harness/plan.json", Node::Bytes(vec![b'{'; 10], 0o644));
+        let guest = Guest {
+            plan: RunPlan {
+                tests: vec![PlannedTest {
+                    name: "exec-1".into(),
+                    path: "/bin/sh".into(),
+                    args: vec!["-c".into(), "grep -c processor /proc/cpuinfo".into()],
+                    env: vec![],
+                    timeout_ms: 120_000,
+                    max_output_bytes: 1,
+                }],
+                ..RunPlan::default()
+            },
+            layout,
+            shares: CellShares::default(),
+        };
+        let vm = vm_spec(
+            &spec,
+            Accel::Tcg,
+            "/t/initramfs.cpio".as_ref(),
+            &dry_run_socket_dir(),
+            1,
+            vec![],
+        );
+        let text = describe(&spec, &guest, "/usr/bin/qemu-system-x86_64".as_ref(), &vm);
+        for want in [
+            "kernel: debian:7.3.4 (/cache/vmlinuz)\n",
+            "  exec-1: /bin/sh -c 'grep -c processor /proc/cpuinfo' (timeout 120 s)\n",
+            "  /init (from /g/guest-init)\n  /harness/plan.json (10 bytes)\n",
+            "random.trust_cpu=on panic=0 quiet\n",
+            "qemu: /usr/bin/qemu-system-x86_64 -nodefaults",
+            "path=<cell-temp-dir>/console-1.sock",
+            "-device pvpanic -d guest_errors\n",
+        ] {
+            assert!(text.contains(want), "{want:?} not in\n{text}");
+        }
+    }
+}
