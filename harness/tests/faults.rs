@@ -815,6 +815,27 @@ fn kvm_internal_error_is_retried_under_tcg() {
 // ---------------------------------------------------------------------
 // Signals at each stage.
 
+/// Children with SIGINT and SIGQUIT at their default action: a test run
+/// started in the background of a non-interactive shell ignores them, and
+/// an ignored signal stays ignored across exec.
+trait DefaultSignals {
+    fn default_signals(&mut self) -> &mut Self;
+}
+
+impl DefaultSignals for Command {
+    fn default_signals(&mut self) -> &mut Self {
+        // SAFETY: signal(2) is async-signal-safe; nothing else runs in the child.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(self, || {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        self
+    }
+}
+
 /// A server that accepts connections and never answers; counts them.
 fn silent_server() -> (String, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -851,6 +872,7 @@ fn sigint_and_sigterm_while_fetching_a_kernel_stop_at_once_leaving_no_file() {
         .env("HARNESS_CACHE_DIR", &cache)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .default_signals()
         .spawn()
         .unwrap();
         wait_for("the download to start", Duration::from_secs(60), || {
