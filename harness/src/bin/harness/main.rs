@@ -368,7 +368,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
             &mut reporters,
         )
         .await
-        .map_err(Error::usage)?;
+        // A share the host cannot serve (no virtiofsd, a kernel without
+        // virtiofs) is the host's; a malformed one was refused above.
+        .map_err(|e| match e {
+            harness::share::ShareError::BadSpec { .. } => Error::usage(e),
+            e => Error::infra(e),
+        })?;
 
     let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
     let out_dir = args.out.join(name.replace('/', "_"));
