@@ -255,14 +255,8 @@ fn accel_kvm_without_hardware_kvm_is_a_clear_error() {
     }
     let d = tempfile::tempdir().unwrap();
     let q = fake_qemu(d.path(), "QEMU emulator version 7.2.22");
-    // A well-formed bzImage header: the image is checked first (exit 2).
-    let mut bytes = vec![0u8; 8192];
-    bytes[0x1fe] = 0x55;
-    bytes[0x1ff] = 0xaa;
-    bytes[0x202..0x206].copy_from_slice(b"HdrS");
-    bytes[0x1f1] = 1;
-    let img = d.path().join("bzImage");
-    std::fs::write(&img, &bytes).unwrap();
+    // The image is checked first (exit 2): a well-formed header.
+    let img = header_only_bzimage(d.path());
     let out = run_cmd(
         d.path(),
         &format!("path:{}", img.display()),
@@ -348,14 +342,7 @@ fn qemu_refusing_the_image_is_one_infrastructure_error() {
     let mut perm = std::fs::metadata(&q).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
     std::fs::set_permissions(&q, perm).unwrap();
-    // A well-formed bzImage header: past the image check.
-    let mut img = vec![0u8; 8192];
-    img[0x1fe] = 0x55;
-    img[0x1ff] = 0xaa;
-    img[0x202..0x206].copy_from_slice(b"HdrS");
-    img[0x1f1] = 1;
-    let image = d.path().join("bzImage");
-    std::fs::write(&image, &img).unwrap();
+    let image = header_only_bzimage(d.path());
     let out = run_cmd(
         d.path(),
         &format!("path:{}", image.display()),
@@ -834,6 +821,19 @@ impl DefaultSignals for Command {
         }
         self
     }
+}
+
+/// `dir/bzImage`: a well-formed (if unbootable) bzImage header, past the
+/// image check.
+fn header_only_bzimage(dir: &Path) -> PathBuf {
+    let mut img = vec![0u8; 8192];
+    img[0x1fe] = 0x55;
+    img[0x1ff] = 0xaa;
+    img[0x202..0x206].copy_from_slice(b"HdrS");
+    img[0x1f1] = 1;
+    let path = dir.join("bzImage");
+    std::fs::write(&path, &img).unwrap();
+    path
 }
 
 /// A server that accepts connections and never answers; counts them.
