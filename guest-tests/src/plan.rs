@@ -85,7 +85,32 @@ pub struct RunPlan {
     /// An interactive shell after the tests, as the document's last test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shell: Option<PlannedShell>,
+    /// Run the tests again and again in this boot (`--repeat`,
+    /// `--until-fail`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<PlannedRepeat>,
 }
+
+/// The iterations of a repeated plan: `tests[..first]` (the topology
+/// check) run once, then `tests[first..]` up to `iterations` times, each
+/// iteration announced by an [`ITERATION_MARK`] line on the results stream
+/// and on `/dev/kmsg`. With `until_fail` the first iteration in which a
+/// test fails is the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannedRepeat {
+    /// How many times at most (>= 1).
+    pub iterations: u32,
+    /// Stop after the first iteration with a failed test.
+    pub until_fail: bool,
+    /// The index of the first repeated test.
+    pub first: usize,
+}
+
+/// The comment that opens iteration K of a repeated plan, at the top level
+/// of the results stream (`# harness iteration K`) and, after
+/// [`KMSG_MARKER`], on the console (`harness: iteration K`).
+pub const ITERATION_MARK: &str = "iteration ";
 
 /// The interactive shell guest-init runs after the tests: on its own serial
 /// port as its controlling terminal (Ctrl-C reaches its foreground job), no
@@ -178,6 +203,7 @@ mod tests {
             shares: vec![],
             busybox: None,
             shell: None,
+            repeat: None,
         };
         assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);
         // Without modules and shares the encoding is the old one.
@@ -203,6 +229,11 @@ mod tests {
                 port: SHELL_PORT.into(),
                 path: SHELL_PATH.into(),
                 env: vec![("PATH".into(), "/harness/bin:/bin".into())],
+            }),
+            repeat: Some(PlannedRepeat {
+                iterations: 50,
+                until_fail: true,
+                first: 1,
             }),
         };
         assert_eq!(RunPlan::decode(&plan.encode()).unwrap(), plan);

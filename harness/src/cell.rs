@@ -82,6 +82,8 @@ pub struct CellSpec {
     pub out_dir: PathBuf,
     /// Shell, gdb, memory image, extra QEMU words (none by default).
     pub debug: crate::debug::DebugOptions,
+    /// `--repeat` / `--until-fail` (`None`: the plan runs once).
+    pub repeat: Option<crate::repeat::Repeat>,
 }
 
 /// Watchdog of a session with a person in it (shell, gdb) and no
@@ -94,7 +96,12 @@ pub fn watchdog(spec: &CellSpec, accel: Accel) -> Duration {
     match spec.watchdog {
         Some(w) => w,
         None if spec.debug.interactive() => INTERACTIVE_WATCHDOG,
-        None => default_watchdog(&spec.tests, accel, spec.timeout_scale),
+        None => {
+            // A guest that loops over the plan runs every test each time.
+            let once = default_watchdog(&spec.tests, accel, spec.timeout_scale);
+            let times = spec.repeat.map_or(1, |r| r.in_guest());
+            boot_allowance(accel) + (once - boot_allowance(accel)) * times
+        }
     }
 }
 

@@ -82,6 +82,9 @@ pub struct KernelReport {
     pub kind: ReportKind,
     /// The top-level guest test running when it was printed, if any.
     pub test: Option<String>,
+    /// Its number in the results stream (`harness: begin <n> ...`): which
+    /// iteration of a repeated plan it belongs to.
+    pub test_number: Option<usize>,
     /// 1-based console line of the report's first line.
     pub line: usize,
     /// The report's text, bounded.
@@ -125,7 +128,7 @@ pub fn scan(console: &[u8]) -> ConsoleScan {
 struct Scanner {
     out: ConsoleScan,
     /// Tests begun and not yet ended, innermost last.
-    running: Vec<String>,
+    running: Vec<(Option<usize>, String)>,
     open: Option<Open>,
     tail: VecDeque<String>,
 }
@@ -139,6 +142,7 @@ struct Open {
     excerpt: String,
     lines: usize,
     test: Option<String>,
+    test_number: Option<usize>,
 }
 
 /// What a line starts, if anything.
@@ -212,7 +216,8 @@ impl Scanner {
             title: text.to_string(),
             excerpt: String::new(),
             lines: 0,
-            test: self.running.last().cloned(),
+            test: self.running.last().map(|r| r.1.clone()),
+            test_number: self.running.last().and_then(|r| r.0),
         };
         open.push(line);
         self.open = Some(open);
@@ -222,12 +227,12 @@ impl Scanner {
     fn marker(&mut self, marker: &str) {
         let mut words = marker.split_whitespace();
         let verb = words.next();
-        let _number = words.next();
+        let number = words.next().and_then(|n| n.parse::<usize>().ok());
         let name = words.collect::<Vec<_>>().join(" ");
         match verb {
-            Some("begin") => self.running.push(name),
+            Some("begin") => self.running.push((number, name)),
             Some("end") => {
-                if let Some(i) = self.running.iter().rposition(|r| *r == name) {
+                if let Some(i) = self.running.iter().rposition(|r| r.1 == name) {
                     self.running.remove(i);
                 }
             }
@@ -240,6 +245,7 @@ impl Scanner {
             self.out.reports.push(KernelReport {
                 kind: open.kind.unwrap_or(ReportKind::Warning),
                 test: open.test,
+                test_number: open.test_number,
                 line: open.line,
                 excerpt: open.excerpt,
                 title: open.title,
@@ -249,7 +255,7 @@ impl Scanner {
 
     fn finish(mut self) -> ConsoleScan {
         self.close();
-        self.out.running_at_end = self.running.pop();
+        self.out.running_at_end = self.running.pop().map(|r| r.1);
         let tail: Vec<String> = self.tail.into_iter().collect();
         self.out.tail = keep_end(&tail.join("\n"), MAX_TAIL_BYTES).to_string();
         self.out

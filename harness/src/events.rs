@@ -155,8 +155,11 @@ pub struct CellOutcome {
     pub counts: Counts,
     /// Wall time of the cell (zero when it did not run).
     pub duration: Duration,
-    /// Everything the VM produced, when it ran.
+    /// Everything the VM produced, when it ran (of a repeated cell: the
+    /// last iteration's, which is the failing one under `--until-fail`).
     pub result: Option<Box<CellResult>>,
+    /// Per-case counts of a repeated cell (`--repeat`, `--until-fail`).
+    pub repeat: Option<Box<crate::repeat::RepeatSummary>>,
 }
 
 impl CellOutcome {
@@ -169,6 +172,7 @@ impl CellOutcome {
             counts: Counts::default(),
             duration: Duration::ZERO,
             result: None,
+            repeat: None,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod matrix;
 pub mod planner;
 pub mod procs;
 pub mod qemu;
+pub mod repeat;
 pub mod reporter;
 pub mod result;
 pub mod runner;

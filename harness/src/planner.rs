@@ -399,6 +399,8 @@ pub struct CellRequest {
     pub kernel_facts: Option<crate::events::KernelFacts>,
     /// Shell, gdb, memory image, live lines, extra QEMU words.
     pub debug: crate::debug::DebugOptions,
+    /// `--repeat` / `--until-fail` / `--fresh-boot`.
+    pub repeat: Option<crate::repeat::Repeat>,
 }
 
 impl CellRequest {
@@ -436,6 +438,7 @@ impl CellRequest {
             out_dir,
             kernel_facts: None,
             debug: Default::default(),
+            repeat: None,
         }
     }
 }
@@ -491,6 +494,18 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
     if let Some(g) = req.test_glob.as_deref().filter(|g| g.contains('/')) {
         let first = g.split('/').next().unwrap_or(g);
         tests.retain(|t| t.name == "topology" || crate::glob::matches(first, &t.name));
+        // One exact case of a futex binary: only it runs (`--filter` is a
+        // substring; the report keeps exactly the glob's cases), which is
+        // what makes `--repeat 50` of one case cheap.
+        let case = &g[first.len() + 1..];
+        if !case.is_empty() && !case.contains(['*', '?', '[', '{', '\\', '/']) {
+            for t in tests
+                .iter_mut()
+                .filter(|t| guest_tests::binaries::futex().any(|b| b == t.name))
+            {
+                t.args.extend(["--filter".to_string(), case.to_string()]);
+            }
+        }
     }
     let meta = CellMeta {
         index,
@@ -523,6 +538,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             boot_retries: req.boot_retries,
             out_dir: req.out_dir,
             debug: req.debug,
+            repeat: req.repeat,
         },
         shares: req.shares,
         known_failures: req.known_failures,
@@ -576,6 +592,15 @@ mod tests {
         assert_eq!(names, ["topology", "futex-numa"]);
         // A glob without `/` selects cases, not binaries.
         assert_eq!(cell(0, request(Some("*node*"))).spec.tests.len(), 7);
+        // One exact case runs alone; a case glob runs the binary's cases.
+        let c = cell(0, request(Some("futex-prctl/set-16")));
+        assert_eq!(
+            c.spec.tests[1].args,
+            ["--expect", "numa=1", "--filter", "set-16"]
+        );
+        assert!(!c.spec.tests[0].args.contains(&"--filter".to_string()));
+        let c = cell(0, request(Some("futex-prctl/set-*")));
+        assert_eq!(c.spec.tests[1].args, ["--expect", "numa=1"]);
     }
 
     #[test]

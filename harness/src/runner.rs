@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::events::{CellOutcome, CellStatus, Event, RunStats};
 use crate::planner::{keep_case, PlannedCell, ReadyCell, Session};
 use crate::reporter::Reporters;
+use crate::result::CellResult;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -111,23 +112,107 @@ pub fn children_cpu_secs() -> f64 {
 
 /// Judges a cell that ran: its cases (known failures applied, `--test`
 /// filtering), their counts and the cell's status.
-pub fn judge(ready: &ReadyCell, mut result: crate::result::CellResult) -> CellOutcome {
-    result.known_failures = ready.known_failures.clone();
+pub fn judge(ready: &ReadyCell, result: CellResult) -> CellOutcome {
+    judge_runs(ready, vec![result])
+}
+
+/// The cases of one run of `ready` (known failures applied, `--test`
+/// filtering).
+fn cases_of(ready: &ReadyCell, result: &CellResult) -> Vec<crate::verdict::Case> {
     let names: Vec<String> = ready.spec.tests.iter().map(|t| t.name.clone()).collect();
-    let cases: Vec<_> = crate::verdict::cases(&result)
+    crate::verdict::cases(result)
         .into_iter()
         .filter(|c| keep_case(ready.test_glob.as_deref(), &names, &c.name))
-        .collect();
+        .collect()
+}
+
+/// [`judge`] for every boot of a cell: one, or one per iteration with
+/// `--fresh-boot`. A repeated cell gets one verdict per case over its
+/// iterations ([`crate::repeat::aggregate`]) and keeps the first failing
+/// iteration's logs.
+pub fn judge_runs(ready: &ReadyCell, mut results: Vec<CellResult>) -> CellOutcome {
+    for r in &mut results {
+        r.known_failures = ready.known_failures.clone();
+    }
+    let duration = results.iter().map(|r| r.duration).sum();
+    let Some(last) = results.pop() else {
+        return CellOutcome::without_result(
+            ready.meta.clone(),
+            CellStatus::Error("internal error: no run of the cell".into()),
+        );
+    };
+    let (cases, summary) = match ready.spec.repeat {
+        None => (cases_of(ready, &last), None),
+        Some(repeat) => {
+            let iterations = if repeat.fresh_boot {
+                results.iter().chain([&last]).cloned().collect()
+            } else {
+                let names: Vec<String> = last.planned.clone();
+                crate::repeat::split(&last, crate::repeat::once(&names))
+            };
+            let per: Vec<_> = iterations.iter().map(|r| cases_of(ready, r)).collect();
+            let (cases, mut summary) = crate::repeat::aggregate(repeat, &per);
+            summary.kept = summary.first_failure.and_then(|k| {
+                if repeat.fresh_boot {
+                    Some(ready.spec.out_dir.join(format!("iteration-{k}")))
+                } else {
+                    crate::repeat::keep_iteration(&ready.spec.out_dir, k).ok()
+                }
+            });
+            (cases, Some(Box::new(summary)))
+        }
+    };
     let counts = crate::verdict::counts(&cases);
-    let cases = with_dump_notes(cases, &result.notes);
+    let cases = with_dump_notes(cases, &last.notes);
     CellOutcome {
         meta: ready.meta.clone(),
-        status: CellStatus::judge(&result, &counts),
+        status: CellStatus::judge(&last, &counts),
         cases,
         counts,
-        duration: result.duration,
-        result: Some(Box::new(result)),
+        duration,
+        result: Some(Box::new(last)),
+        repeat: summary,
     }
+}
+
+/// What the boots of one cell gave: a result per boot, or why it could not run.
+type Boots = Result<Vec<CellResult>, String>;
+
+/// Boots `ready` once, or (`--fresh-boot`) once per iteration, each in
+/// `<out>/iteration-K`, stopping after a failed one under `--until-fail`.
+async fn boot_runs(
+    ready: &ReadyCell,
+    qemu: &crate::host::Qemu,
+    bins: &crate::guestbin::GuestBins,
+    cancel: &CancellationToken,
+    live: crate::vm::LiveTap,
+) -> Boots {
+    let boot = |spec: crate::cell::CellSpec| {
+        let live = live.clone();
+        async move {
+            crate::cell::run_attached(&spec, &ready.shares, qemu, bins, cancel, Some(live))
+                .await
+                .map_err(|e| e.to_string())
+        }
+    };
+    let Some(repeat) = ready.spec.repeat.filter(|r| r.fresh_boot) else {
+        return Ok(vec![boot(ready.spec.clone()).await?]);
+    };
+    let mut runs = Vec::new();
+    for k in 1..=repeat.times.max(1) {
+        let mut spec = ready.spec.clone();
+        spec.out_dir = spec.out_dir.join(format!("iteration-{k}"));
+        let mut r = boot(spec).await?;
+        r.known_failures = ready.known_failures.clone();
+        let failed = cases_of(ready, &r)
+            .iter()
+            .any(|c| matches!(c.status, crate::verdict::CaseStatus::Fail { .. }));
+        runs.push(r);
+        if cancel.is_cancelled() || (repeat.until_fail && failed) {
+            break;
+        }
+    }
+    Ok(runs)
 }
 
 /// The memory image's note (see [`crate::debug::dump_note`]) added to the
@@ -176,10 +261,7 @@ pub async fn run(
         .unwrap_or_else(|| (0..cells.len()).collect());
     let mut pending: VecDeque<usize> = order.into();
     let (t1, cpu1) = (Instant::now(), children_cpu_secs());
-    let mut running: tokio::task::JoinSet<(
-        Box<ReadyCell>,
-        Result<crate::result::CellResult, String>,
-    )> = tokio::task::JoinSet::new();
+    let mut running: tokio::task::JoinSet<(Box<ReadyCell>, Boots)> = tokio::task::JoinSet::new();
     let mut used = (0u32, 0u64, 0usize);
     // Live lines of cells that ask for them (`--live`), forwarded in order.
     let (live_tx, mut live_rx) = tokio::sync::mpsc::channel(crate::vm::LIVE_BACKLOG);
@@ -222,17 +304,7 @@ pub async fn run(
                 tx: live_tx.clone(),
             };
             running.spawn(async move {
-                let spec = &ready.spec;
-                let r = crate::cell::run_attached(
-                    spec,
-                    &ready.shares,
-                    &qemu,
-                    &bins,
-                    &cancel,
-                    Some(live),
-                )
-                .await
-                .map_err(|e| e.to_string());
+                let r = boot_runs(&ready, &qemu, &bins, &cancel, live).await;
                 (ready, r)
             });
         }
@@ -257,7 +329,7 @@ pub async fn run(
         used = (used.0 - c, used.1 - m, used.2 - 1);
         let o = match r {
             Err(e) => CellOutcome::without_result(ready.meta.clone(), CellStatus::Error(e)),
-            Ok(result) => judge(&ready, result),
+            Ok(results) => judge_runs(&ready, results),
         };
         stop |= opts.fail_fast && !o.status.ok();
         reporters.send(&Event::CellFinished(Box::new(o.clone())))?;

@@ -117,6 +117,7 @@ pub const FAULT_SUITES: &[&str] = &[
     "fault-lkdtm",
     "fault-softlockup",
     "fault-long",
+    "fault-flaky",
 ];
 
 /// The tests of a built-in suite. `expect` is the `--expect` string for
@@ -185,6 +186,9 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             20,
         )],
         // Results first, then a long wait (for killing QEMU mid-run).
+        // Passes six times in a boot, fails from the seventh: what
+        // `--until-fail` must stop at.
+        "fault-flaky" => vec![named("flaky", "fault", &["fail-on-run", "7"], 30)],
         "fault-long" => vec![
             t("smoke", &[], 60),
             named("long-hang", "fault", &["hang"], 600),

@@ -30,6 +30,10 @@
 //!   kernel has no hung-task detector or no userfaultfd.
 //! - `flood-console MIB`: writes MIB MiB of 64-byte lines to `/dev/console`
 //!   (past guest-init, straight onto the host's console socket); exits 0.
+//! - `fail-on-run N`: counts its runs in this boot (in
+//!   `/tmp/harness-fault-runs`, a tmpfs) and fails (exit 1) on the Nth and
+//!   every later one; passes (a one-case KTAP document) before. What a
+//!   race that bites once in a while looks like to `--until-fail`.
 //! - `fake-console`: prints KTAP-looking lines (`ok 1 fake-console-ok`, ...)
 //!   and fake harness markers on `/dev/console` and `/dev/kmsg`; exits 0.
 //!   None of it may become a result.
@@ -42,7 +46,7 @@ use std::io::Write;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault exit CODE";
+    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault exit CODE\n       fault fail-on-run N";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -74,6 +78,10 @@ fn main() {
             Ok(mib) => flood(mib),
             Err(_) => usage(&format!("flood: {mib:?} is not a number of MiB")),
         },
+        ["fail-on-run", n] => match n.parse::<u32>() {
+            Ok(n) if n > 0 => fail_on_run(n),
+            _ => usage(&format!("fail-on-run: {n:?} is not a run number >= 1")),
+        },
         ["exit", code] => match code.parse::<u8>() {
             Ok(code) => code.into(),
             Err(_) => usage(&format!("exit: {code:?} is not a status 0-255")),
@@ -81,6 +89,26 @@ fn main() {
         _ => usage("unknown or missing mode"),
     };
     std::process::exit(code)
+}
+
+/// Where `fail-on-run` counts (guest-init mounts a tmpfs on `/tmp`).
+const RUNS_FILE: &str = "/tmp/harness-fault-runs";
+
+fn fail_on_run(n: u32) -> i32 {
+    let path = std::env::var("HARNESS_FAULT_RUNS_FILE").unwrap_or_else(|_| RUNS_FILE.into());
+    let run = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+        .unwrap_or(0)
+        + 1;
+    if let Err(e) = std::fs::write(&path, format!("{run}\n")) {
+        eprintln!("fault: cannot count runs in {path}: {e}");
+        return 2;
+    }
+    let fail = run >= n;
+    println!("KTAP version 1\n1..1\n# run {run}, failing from run {n}");
+    println!("{} 1 run-counter", if fail { "not ok" } else { "ok" });
+    i32::from(fail)
 }
 
 fn usage(msg: &str) -> i32 {

@@ -14,7 +14,7 @@
 use super::lines::{self, Admit, Budget, LineSplitter, Mode, RawLine, MAX_LINE_BYTES};
 use super::report::{self, Ending, Verdict};
 use crate::ktap::sanitize_name;
-use crate::plan::{PlannedTest, RunPlan, BIN_DIR, KMSG_MARKER};
+use crate::plan::{PlannedTest, RunPlan, BIN_DIR, ITERATION_MARK, KMSG_MARKER};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -73,13 +73,43 @@ pub fn run_plan(
 ) -> io::Result<Vec<TestRun>> {
     emit(results, "KTAP version 1")?;
     let shells = usize::from(plan.shell.is_some());
-    emit(results, &format!("1..{}", plan.tests.len() + shells))?;
+    let (once, repeated, iterations, until_fail) = match plan.repeat {
+        Some(r) => {
+            let first = r.first.min(plan.tests.len());
+            let (once, rest) = plan.tests.split_at(first);
+            (once, rest, r.iterations.max(1) as usize, r.until_fail)
+        }
+        None => (&[][..], &plan.tests[..], 1, false),
+    };
+    // The plan line counts every iteration; an until-fail run that stops
+    // early reports fewer (the host knows why from the iteration marks).
+    let planned = once.len() + repeated.len() * iterations + shells;
+    emit(results, &format!("1..{planned}"))?;
     let mut runs = Vec::new();
-    for (i, test) in plan.tests.iter().enumerate() {
-        runs.push(run_test(i + 1, test, opts, results, kmsg)?);
+    for test in once {
+        runs.push(run_test(runs.len() + 1, test, opts, results, kmsg)?);
+    }
+    for k in 1..=iterations {
+        if plan.repeat.is_some() {
+            emit(results, &format!("# harness {ITERATION_MARK}{k}"))?;
+            kmsg_line(kmsg, &format!("{KMSG_MARKER} {ITERATION_MARK}{k}"));
+        }
+        let mut failed = false;
+        for test in repeated {
+            let run = run_test(runs.len() + 1, test, opts, results, kmsg)?;
+            failed |= run.ending.verdict() == Verdict::Fail;
+            runs.push(run);
+        }
+        if until_fail && failed {
+            emit(
+                results,
+                &format!("# harness until-fail: stopped after {ITERATION_MARK}{k}"),
+            )?;
+            break;
+        }
     }
     if let Some(shell) = &plan.shell {
-        runs.push(run_shell(plan.tests.len() + 1, shell, opts, results, kmsg)?);
+        runs.push(run_shell(runs.len() + 1, shell, opts, results, kmsg)?);
     }
     let verdicts: Vec<Verdict> = runs.iter().map(|r| r.ending.verdict()).collect();
     emit(results, &report::totals_line(&verdicts))?;
@@ -764,5 +794,44 @@ mod tests {
              <6>harness: end 1 one\n<6>harness: begin 2 two_x\n\
              <6>harness: two_x: exited with status 1\n<6>harness: end 2 two_x\n"
         );
+    }
+
+    #[test]
+    fn repeated_plan_runs_the_rest_again_and_stops_at_a_failure() {
+        let count = std::env::temp_dir().join(format!("harness-repeat-{}", std::process::id()));
+        let _ = std::fs::remove_file(&count);
+        // Fails on its third run.
+        let script = format!(
+            "n=0; [ -f {0} ] && read n < {0}; n=$((n+1)); echo $n > {0}; [ $n -lt 3 ]",
+            count.display()
+        );
+        let plan = |until_fail| RunPlan {
+            version: PLAN_VERSION,
+            tests: vec![sh("topology", "true"), sh("flaky", &script)],
+            repeat: Some(crate::plan::PlannedRepeat {
+                iterations: 5,
+                until_fail,
+                first: 1,
+            }),
+            ..RunPlan::default()
+        };
+        let (mut out, mut kmsg) = (Vec::new(), Vec::new());
+        let runs = run_plan(&plan(true), &Options::default(), &mut out, &mut kmsg).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(runs.len(), 4, "{out}");
+        assert!(out.starts_with("KTAP version 1\n1..6\n"), "{out}");
+        assert!(out.contains("# harness iteration 3\n"), "{out}");
+        assert!(!out.contains("iteration 4"), "{out}");
+        assert!(out.contains("not ok 4 flaky\n"), "{out}");
+        assert!(out.contains("# harness until-fail: stopped after iteration 3"));
+        assert!(String::from_utf8(kmsg)
+            .unwrap()
+            .contains("<6>harness: iteration 2\n"));
+        std::fs::remove_file(&count).unwrap();
+        let (mut out, mut kmsg) = (Vec::new(), Vec::new());
+        let runs = run_plan(&plan(false), &Options::default(), &mut out, &mut kmsg).unwrap();
+        assert_eq!(runs.len(), 6);
+        assert!(String::from_utf8(out).unwrap().contains("not ok 6 flaky\n"));
+        let _ = std::fs::remove_file(&count);
     }
 }

@@ -29,6 +29,10 @@ pub struct Guest {
 /// when the artifacts share is on (see [`CellShares::prepare`]).
 pub fn guest(spec: &CellSpec, shares: &ShareSetup, bins: &GuestBins) -> Result<Guest, CellError> {
     let (mut plan, mut files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
+    let names: Vec<String> = spec.tests.iter().map(|t| t.name.clone()).collect();
+    plan.repeat = spec
+        .repeat
+        .and_then(|r| r.planned(crate::repeat::once(&names)));
     crate::debug::place_busybox(&spec.debug, &mut plan, &mut files);
     if spec.debug.shell.is_some() {
         // In the shell every test binary is at hand (`futex-prctl --help`).
@@ -220,6 +224,7 @@ mod tests {
                 dump: Some(crate::debug::DumpFormat::Elf),
                 ..DebugOptions::default()
             },
+            repeat: None,
         }
     }
 

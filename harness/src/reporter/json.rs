@@ -82,11 +82,19 @@ pub fn cell_value(o: &CellOutcome) -> Value {
                 CaseStatus::Skip(r) => ("skip", Some(r.as_str())),
                 CaseStatus::Fail { message, .. } => ("fail", Some(message.as_str())),
             };
-            json!({
+            let mut v = json!({
                 "name": bounded(&c.name, MAX_MESSAGE),
                 "status": status,
                 "message": message.map(|m| bounded(m, MAX_MESSAGE)),
-            })
+            });
+            if let Some(r) = o.repeat.as_ref().and_then(|r| r.case(&c.name)) {
+                v["repeat"] = json!({
+                    "runs": r.runs,
+                    "failures": r.failures,
+                    "first_failure": r.first_failure,
+                });
+            }
+            v
         })
         .collect();
     let error = match &o.status {
@@ -134,6 +142,14 @@ pub fn cell_value(o: &CellOutcome) -> Value {
         "kernel_facts": facts.and_then(|f| f.kernel.as_ref()).map(|k| serde_json::to_value(k).unwrap_or_default()),
         "topology_layout": facts.map(|f| layout_value(&f.topology)),
         "bench": o.result.as_ref().map(|r| bench_rows(&r.ktap)).unwrap_or_default(),
+        "repeat": o.repeat.as_ref().map(|r| json!({
+            "times": r.repeat.times,
+            "until_fail": r.repeat.until_fail,
+            "fresh_boot": r.repeat.fresh_boot,
+            "iterations": r.iterations,
+            "first_failure": r.first_failure,
+            "failing_iteration_logs": r.kept.as_ref().map(|p| p.display().to_string()),
+        })),
     })
 }
 

@@ -100,7 +100,44 @@ pub fn testsuite(o: &CellOutcome) -> TestSuite {
     if let Some(e) = &o.meta.expect {
         ts.add_property(Property::new("expect", xml_safe(e, MAX_SHORT)));
     }
+    if let Some(r) = &o.repeat {
+        repeat_properties(&mut ts, r);
+    }
     ts
+}
+
+/// A repeated cell: the suite says how it repeated, each testcase its
+/// `runs`, `failures` and `first_failure` (the iteration, 1-based).
+fn repeat_properties(ts: &mut TestSuite, r: &crate::repeat::RepeatSummary) {
+    ts.add_property(Property::new("repeat_iterations", r.iterations.to_string()));
+    ts.add_property(Property::new(
+        "repeat_mode",
+        match (r.repeat.until_fail, r.repeat.fresh_boot) {
+            (true, true) => "until-fail, fresh boot",
+            (true, false) => "until-fail",
+            (false, true) => "repeat, fresh boot",
+            (false, false) => "repeat",
+        },
+    ));
+    if let Some(k) = &r.kept {
+        ts.add_property(Property::new(
+            "failing_iteration_logs",
+            xml_safe(&k.display().to_string(), MAX_SHORT),
+        ));
+    }
+    for tc in &mut ts.test_cases {
+        let Some(c) = r.case(tc.name.as_str()) else {
+            continue;
+        };
+        tc.properties
+            .push(Property::new("runs", c.runs.to_string()));
+        tc.properties
+            .push(Property::new("failures", c.failures.to_string()));
+        if let Some(k) = c.first_failure {
+            tc.properties
+                .push(Property::new("first_failure", k.to_string()));
+        }
+    }
 }
 
 /// A testsuite for a cell that has no results: one testcase saying why.

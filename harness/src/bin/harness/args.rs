@@ -294,3 +294,48 @@ pub fn cap_wire_log(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber
         .filter_map(|d| d.parse().ok())
         .fold(filter, |f, d| f.add_directive(d))
 }
+
+/// `--repeat N`, `--until-fail [--max N]`, `--fresh-boot` of `run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RepeatArgs {
+    /// Run the selected tests N times (in the same booted guest unless
+    /// --fresh-boot) and report per case: runs, failures, first failing
+    /// iteration.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000),
+          conflicts_with = "until_fail")]
+    pub repeat: Option<u32>,
+    /// Run the selected tests again and again until one fails (at most
+    /// --max times); that iteration's console and KTAP are kept in
+    /// <out>/<cell>/iteration-K/.
+    #[arg(long)]
+    pub until_fail: bool,
+    /// With --until-fail: give up after this many iterations.
+    #[arg(long, value_name = "N", requires = "until_fail",
+          value_parser = clap::value_parser!(u32).range(1..=100_000),
+          default_value_t = harness::repeat::DEFAULT_MAX)]
+    pub max: u32,
+    /// Boot a new VM for each iteration (a clean kernel each time) instead
+    /// of looping in one guest.
+    #[arg(long)]
+    pub fresh_boot: bool,
+}
+
+impl RepeatArgs {
+    /// The cell's repeat, `None` when not asked; `--fresh-boot` alone is a
+    /// usage error.
+    pub fn repeat(&self) -> Result<Option<harness::repeat::Repeat>, String> {
+        let times = match (self.repeat, self.until_fail) {
+            (Some(n), _) => n,
+            (None, true) => self.max,
+            (None, false) if self.fresh_boot => {
+                return Err("--fresh-boot needs --repeat N or --until-fail".into())
+            }
+            (None, false) => return Ok(None),
+        };
+        Ok(Some(harness::repeat::Repeat {
+            times,
+            until_fail: self.until_fail,
+            fresh_boot: self.fresh_boot,
+        }))
+    }
+}

@@ -169,6 +169,13 @@ struct RunArgs {
     /// when virtiofs works.
     #[arg(long)]
     no_artifacts: bool,
+    /// Only test cases whose `binary/case` name matches (glob, as in the
+    /// matrix); with one exact case of a futex binary only that case runs.
+    #[arg(long = "test", value_name = "GLOB")]
+    test: Option<String>,
+    /// Repetition: --repeat N, --until-fail [--max N], --fresh-boot.
+    #[command(flatten)]
+    repeat: args::RepeatArgs,
     /// Debugging: --dry-run, --live, --exec, --shell, --gdb, --dump-on-panic, --qemu-arg.
     #[command(flatten)]
     debug: debug::DebugArgs,
@@ -300,6 +307,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         _ => None,
     };
     harness::planner::check_suite(&args.suite)?;
+    let repeat = args.repeat.repeat().map_err(Error::usage)?;
+    if repeat.is_some() && (args.debug.shell.is_some() || args.debug.gdb.is_some()) {
+        return Err(Error::usage(
+            "--repeat/--until-fail cannot be combined with --shell or --gdb (a person in the loop is not an iteration)",
+        ));
+    }
     if let Some(e) = &args.expect {
         harness::planner::check_expect(e)?;
     }
@@ -398,6 +411,8 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     req.boot_retries = args.boot_retries;
     req.expect = expect;
     req.shares = shares;
+    req.test_glob = args.test.clone();
+    req.repeat = repeat;
     req.kernel_facts = Some(harness::reporter::kcidb::kernel_facts(
         &args.kernel,
         &resolved,

@@ -121,8 +121,15 @@ impl Terminal {
 
     fn cases(o: &CellOutcome) {
         for c in &o.cases {
+            // A repeated case says how often it ran: `PASS a/x (20/20)`.
+            let runs = o
+                .repeat
+                .as_ref()
+                .and_then(|r| r.case(&c.name))
+                .map(|r| format!(" ({}/{})", r.runs - r.failures, r.runs))
+                .unwrap_or_default();
             match &c.status {
-                CaseStatus::Pass => println!("PASS {}", c.name),
+                CaseStatus::Pass => println!("PASS {}{runs}", c.name),
                 CaseStatus::Skip(r) => println!("SKIP {} ({r})", c.name),
                 CaseStatus::Fail { message, .. } => println!("FAIL {}: {message}", c.name),
             }
@@ -145,6 +152,9 @@ impl Terminal {
                 println!("{}: {e}", o.meta.name)
             }
             (None, _) => {}
+        }
+        if let Some(r) = &o.repeat {
+            println!("{}", r.line());
         }
     }
 }
