@@ -13,6 +13,16 @@ struct Row {
 }
 
 const ROWS: &[Row] = &[
+    Row { args: &["run", "--kernel", "debian:7.3", "--fresh-boot"], code: 2,
+          message: "harness: error: --fresh-boot needs --repeat N or --until-fail" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--max", "5"], code: 2,
+          message: "error: the following required arguments were not provided:\n  --until-fail" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--repeat", "0"], code: 2,
+          message: "error: invalid value '0' for '--repeat <N>': 0 is not in 1..=100000" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--repeat", "3", "--until-fail"], code: 2,
+          message: "error: the argument '--repeat <N>' cannot be used with '--until-fail'" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--repeat", "3", "--shell"], code: 2,
+          message: "harness: error: --repeat/--until-fail cannot be combined with --shell or --gdb (a person in the loop is not an iteration)" },
     Row { args: &["run", "--kernel", "debian:abc"], code: 2,
         message: r#"harness: error: kernel "debian:abc": expected a Debian kernel version such as debian:7.3.4, debian:7.3 or debian:7.3.4+deb13"# },
     Row { args: &["run", "--kernel", "foo:1"], code: 2,

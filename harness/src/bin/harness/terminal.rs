@@ -130,8 +130,8 @@ impl Terminal {
                 .unwrap_or_default();
             match &c.status {
                 CaseStatus::Pass => println!("PASS {}{runs}", c.name),
-                CaseStatus::Skip(r) => println!("SKIP {} ({r})", c.name),
-                CaseStatus::Fail { message, .. } => println!("FAIL {}: {message}", c.name),
+                CaseStatus::Skip(r) => println!("SKIP {}{runs} ({r})", c.name),
+                CaseStatus::Fail { message, .. } => println!("FAIL {}{runs}: {message}", c.name),
             }
         }
         match (&o.result, &o.status) {
@@ -145,7 +145,10 @@ impl Terminal {
                     harness::verdict::describe(&cell.end),
                     cell.duration.as_secs_f64(),
                     cell.accel,
-                    o.meta.out_dir.join("console.log").display()
+                    cell.console_log
+                        .clone()
+                        .unwrap_or_else(|| o.meta.out_dir.join("console.log"))
+                        .display()
                 );
             }
             (None, CellStatus::Error(e) | CellStatus::NotRun(e)) => {
