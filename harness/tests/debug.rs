@@ -335,9 +335,13 @@ fn gdb_attaches_to_a_source_kernel_reads_it_and_the_run_passes() {
     if !enabled() {
         return;
     }
-    let Some(source) = common::source_kernel() else {
+    // Source kernels are on (`$HARNESS_SOURCE_KERNEL`); this one has DWARF
+    // and the kernel's gdb scripts (`kernels/7.3-gdb.yaml`, built by
+    // `cargo xtask ci`).
+    if common::source_kernel().is_none() {
         return;
-    };
+    }
+    let source = "source:7.3-gdb".to_string();
     let _vm = vm_lock();
     let d = tempfile::tempdir().unwrap();
     let sock = d.path().join("gdb.sock");
@@ -364,16 +368,25 @@ fn gdb_attaches_to_a_source_kernel_reads_it_and_the_run_passes() {
         "no vmlinux beside the image: {}",
         vmlinux.display()
     );
+    let scripts = vmlinux.with_file_name("vmlinux-gdb.py");
+    assert!(
+        scripts.is_file(),
+        "no {} (CONFIG_GDB_SCRIPTS)",
+        scripts.display()
+    );
     // Halted at the reset vector: stop in start_kernel (paging on), read
-    // the release (`name` opens struct uts_namespace; 65-byte fields, so
-    // `release` is at 130: no DWARF needed), then let the guest go.
+    // the release through the DWARF types, run one of the kernel's own
+    // gdb commands, then let the guest go.
     let gdb = Command::new("timeout")
         .args(["300", "gdb", "-batch", "-nx"])
+        .arg("-iex")
+        .arg(format!("add-auto-load-safe-path {}", scripts.display()))
         .arg(&vmlinux)
         .arg("-ex")
         .arg(format!("target remote {}", sock.display()))
         .args(["-ex", "hbreak start_kernel", "-ex", "continue"])
-        .args(["-ex", "x/s (char *)&init_uts_ns + 130"])
+        .args(["-ex", "print init_uts_ns.name.release"])
+        .args(["-ex", "lx-version"])
         .args(["-ex", "delete", "-ex", "detach"])
         .output()
         .unwrap();
@@ -381,14 +394,19 @@ fn gdb_attaches_to_a_source_kernel_reads_it_and_the_run_passes() {
     let o = harness.wait_with_output().unwrap();
     let all = text(&o);
     assert!(
-        gdb_text.contains("<init_uts_ns+130>:\t\"7."),
-        "gdb did not read the release:\n{gdb_text}\nharness:\n{all}"
+        gdb_text.contains("$1 = \"7.3."),
+        "gdb did not read init_uts_ns.name.release:\n{gdb_text}\nharness:\n{all}"
+    );
+    assert!(
+        gdb_text.contains("Linux version 7.3."),
+        "lx-version (scripts/gdb) did not run:\n{gdb_text}"
     );
     assert_eq!(o.status.code(), Some(0), "{all}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains(&format!(
-            "gdb: gdb {} -ex 'target remote {}'",
+            "gdb: gdb -iex 'add-auto-load-safe-path {}' {} -ex 'target remote {}'",
+            scripts.display(),
             vmlinux.display(),
             sock.display()
         )),

@@ -433,7 +433,7 @@ fn real_73_guest_fragment_and_dropped_requirement() {
 fn shipped_definitions_load() {
     let dir = real_kernels_dir();
     let names = definition::list(&dir).unwrap();
-    for want in ["7.3", "7.3-immutable", "7.3-debug", "7.3-peers"] {
+    for want in ["7.3", "7.3-immutable", "7.3-debug", "7.3-peers", "7.3-gdb"] {
         assert!(
             names.iter().any(|n| n == want),
             "{want} missing from {names:?}"

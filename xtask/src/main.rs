@@ -8,6 +8,8 @@
 //!   and against virtme-ng / vmtest (see docs/bench.md).
 //! - `bench-matrix [--runs N] [--jobs 1,2] [-- SELECTION]`: matrix cells in
 //!   parallel against one at a time (see docs/matrix.md).
+//! - `bench-repeat [--times N] [--test GLOB]`: `harness run --repeat N`
+//!   against N separate runs of the same case.
 //! - `fuzz [--seconds N] [--seed S]`: mutation fuzzing of the KTAP parser and
 //!   console scanner on stable Rust (corpus in `harness/tests/fuzz-corpus`).
 //! - `soak --minutes M [--matrix FILE]`: a matrix again and again; counts
@@ -18,6 +20,7 @@ use xshell::{cmd, Shell};
 
 mod bench;
 mod bench_matrix;
+mod bench_repeat;
 mod ci;
 mod fuzz;
 mod matrix;
@@ -39,10 +42,11 @@ fn main() -> Result<()> {
         }
         Some(c @ ("bench-boot" | "bench-peers")) => bench::run(&sh, c, &args[1..]),
         Some("bench-matrix") => bench_matrix::run(&sh, &args[1..]),
+        Some("bench-repeat") => bench_repeat::run(&sh, &args[1..]),
         Some(other) => bail!(
-            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix"
+            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix, bench-repeat"
         ),
-        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix>"),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat>"),
     }
 }
 

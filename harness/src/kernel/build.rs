@@ -330,7 +330,7 @@ pub fn build(
         extra.push("CC=ccache gcc".into());
     }
     extra.extend(def.make_vars.iter().cloned());
-    extra.push("bzImage".into());
+    extra.extend(targets(&obj));
     make(def, &src, &obj, &extra, &mut log, &log_path, say, true)?;
     say(&format!(
         "{}: compiled in {:.0} s",
@@ -581,9 +581,22 @@ pub fn build_tree(
         extra.push("CC=ccache gcc".into());
     }
     extra.extend(def.make_vars.iter().cloned());
-    extra.push("bzImage".into());
+    extra.extend(targets(obj));
     make(def, src, obj, &extra, &mut log, log_path, say, true)?;
     Ok(obj.join("arch/x86/boot/bzImage"))
+}
+
+/// What `make` builds in the configured `obj`: the bzImage, and the
+/// kernel's gdb helpers (`vmlinux-gdb.py`) when the config asks for them
+/// (`CONFIG_GDB_SCRIPTS`: only `make all` makes them by itself).
+fn targets(obj: &Path) -> Vec<String> {
+    let cfg = fs::read_to_string(obj.join(".config")).unwrap_or_default();
+    let mut t = Vec::new();
+    if config::Values::parse(&cfg).get("GDB_SCRIPTS") == "y" {
+        t.push("scripts_gdb".to_string());
+    }
+    t.push("bzImage".to_string());
+    t
 }
 
 /// Runs `make -C src O=obj ARCH=x86_64 args...`, output appended to the
