@@ -1,10 +1,13 @@
 //! `harness matrix` with real VMs: a 2 kernels x 2 topologies smoke matrix
-//! end to end, a cell with a `shares:` directory and its artifacts share,
-//! and SIGINT in the middle of a matrix. Gated like `vm.rs`: only with
+//! end to end, a 2-cell results file against `docs/results.schema.json`, a
+//! cell with a `shares:` directory and its artifacts share, and SIGINT in
+//! the middle of a matrix. Gated like `vm.rs`: only with
 //! `HARNESS_VM_TESTS=1`; under `CI` without it they fail.
 
 mod common;
-use common::{case, enabled, parse_junit, processes_with, vm_lock, wait_for};
+use common::{
+    case, enabled, parse_junit, processes_with, results_schema_errors, vm_lock, wait_for,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -57,27 +60,57 @@ overrides:
   - accel: tcg
 ";
 
-#[test]
-fn mini_matrix_runs_end_to_end() {
-    if !enabled() {
-        return;
-    }
-    let _vm = vm_lock();
+/// A finished run of the mini matrix (exit 0) in its own temp dir.
+struct MiniRun {
+    _dir: tempfile::TempDir,
+    matrix: PathBuf,
+    out: PathBuf,
+    stdout: String,
+    /// The `--json` results file.
+    results: serde_json::Value,
+}
+
+/// Runs the mini matrix with `--json` and `extra`; it must pass.
+fn run_mini(extra: &[&str]) -> MiniRun {
     let dir = tempfile::tempdir().unwrap();
-    let m = dir.path().join("matrix.yaml");
-    std::fs::write(&m, MINI).unwrap();
+    let matrix = dir.path().join("matrix.yaml");
+    std::fs::write(&matrix, MINI).unwrap();
     let out = dir.path().join("out");
     let json = dir.path().join("results.json");
-    let r = harness(&m, &out, &["--json", json.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&r.stdout);
+    let mut args = vec!["--json", json.to_str().unwrap()];
+    args.extend(extra);
+    let r = harness(&matrix, &out, &args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&r.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&r.stderr);
     assert_eq!(
         r.status.code(),
         Some(0),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    let results = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    MiniRun {
+        _dir: dir,
+        matrix,
+        out,
+        stdout,
+        results,
+    }
+}
+
+#[test]
+fn mini_matrix_runs_end_to_end() {
+    if !enabled() {
+        return;
+    }
+    let _vm = vm_lock();
+    // `_dir` keeps the temp dir to the end of the test.
+    let MiniRun {
+        _dir,
+        matrix: m,
+        out,
+        stdout,
+        results: doc,
+    } = run_mini(&[]);
     let want = [
         "debian-7.3/1n/smoke",
         "debian-7.3/2n/smoke",
@@ -100,8 +133,6 @@ fn mini_matrix_runs_end_to_end() {
         assert!(cell.join("console.log").is_file(), "{n}: console log");
     }
     // The JSON reporter saw the same cells and cases as the JUnit one.
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(doc["schema_version"], 1);
     let cells = doc["cells"].as_array().unwrap();
     let names: Vec<&str> = cells.iter().map(|c| c["name"].as_str().unwrap()).collect();
@@ -137,6 +168,25 @@ fn mini_matrix_runs_end_to_end() {
     let r = harness(&m, &out, &["--rerun-failed"]).output().unwrap();
     assert_eq!(r.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&r.stderr).contains("rerunning 0 cells"));
+}
+
+#[test]
+fn a_two_cell_matrix_writes_a_results_file_the_schema_accepts() {
+    if !enabled() {
+        return;
+    }
+    let _vm = vm_lock();
+    // One kernel of the mini matrix: its two topologies.
+    let doc = run_mini(&["--kernel", "debian-7.3"]).results;
+    let errors = results_schema_errors(&doc);
+    assert!(errors.is_empty(), "{}\n{doc:#}", errors.join("\n"));
+    let names: Vec<&str> = doc["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["debian-7.3/1n/smoke", "debian-7.3/2n/smoke"]);
 }
 
 #[test]

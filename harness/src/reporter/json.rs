@@ -1,7 +1,8 @@
 //! The JSON results file (`--json FILE` on `run` and `matrix`): one
 //! versioned document with the run's metadata, every cell and every case,
 //! rewritten atomically after each cell so a killed run leaves what it
-//! had. The schema is `docs/results.md`; bump [`SCHEMA_VERSION`] on any
+//! had. The layout is `docs/results.md`, exactly `docs/results.schema.json`
+//! (a new field goes there too); bump [`SCHEMA_VERSION`] on any
 //! incompatible change.
 
 use super::{write_atomic, ReportError, Reporter};

@@ -1,4 +1,4 @@
-//! Shared by the real-VM test files.
+//! Shared by the real-VM test files (and the results file's schema check).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 /// Whether the real-VM tests run: `HARNESS_VM_TESTS` set. Under `CI`
 /// without it they fail instead of passing silently.
+#[allow(dead_code)]
 pub fn enabled() -> bool {
     if std::env::var_os("HARNESS_VM_TESTS").is_some() {
         return true;
@@ -161,4 +162,25 @@ pub fn processes_with_cmdline(marker: &str) -> Vec<(u32, String)> {
         }
     }
     pids
+}
+
+/// What `docs/results.schema.json` (the JSON results file's schema, draft
+/// 2020-12) says is wrong with `doc`, one line per error: empty when valid.
+/// The schema itself is checked against its meta-schema first.
+#[allow(dead_code)]
+pub fn results_schema_errors(doc: &serde_json::Value) -> Vec<String> {
+    static VALIDATOR: std::sync::OnceLock<jsonschema::Validator> = std::sync::OnceLock::new();
+    let validator = VALIDATOR.get_or_init(|| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results.schema.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let schema: serde_json::Value = serde_json::from_str(&text).unwrap();
+        if let Err(e) = jsonschema::meta::validate(&schema) {
+            panic!("{} is no draft 2020-12 schema: {e}", path.display());
+        }
+        jsonschema::draft202012::new(&schema).unwrap()
+    });
+    validator
+        .iter_errors(doc)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
 }

@@ -1,4 +1,5 @@
-//! Shared by `kcidb.rs` and `kcidb_submit.rs`: KernelCI's validator
+//! Shared by `kcidb.rs`, `kcidb_submit.rs` (and `results_schema.rs`, for
+//! the fixtures): KernelCI's validator
 //! (kcidb-io from PyPI, installed into a venv under the target directory
 //! on first use; under `CI` a validator that cannot be had fails) and
 //! fixtures that go through the real verdict (`runner::judge`).
