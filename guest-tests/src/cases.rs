@@ -9,7 +9,7 @@
 //! Child protocol on stdout: any number of `# ...` diagnostic lines, then
 //! exactly one of `RESULT PASS`, `RESULT FAIL <why>`, `RESULT SKIP <why>`.
 
-use crate::expect::Expect;
+use crate::expect::{Expect, Growth, KEYS};
 use crate::ktap::{Ktap, Outcome};
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -63,12 +63,15 @@ pub fn scaled(d: Duration) -> Duration {
     d.mul_f64(timeout_scale())
 }
 
-/// Entry point of a case-based test binary. Arguments:
-/// `--case NAME` (internal), `--filter SUBSTRING` (repeatable),
-/// `--expect key=value,...` (see [`Expect::parse`]), `--list`, and the
-/// stress knobs `--iterations N` / `--seconds S` (off by default).
-pub fn main(cases: &[Case]) -> ! {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+/// Entry point of a case-based test binary; `about` says in one line what
+/// it tests (the first line of its `--help`). Arguments: `--case NAME`
+/// (internal), `--filter SUBSTRING` (repeatable), `--expect key=value,...`
+/// (see [`Expect::parse`]), `--list`, the stress knobs `--iterations N` /
+/// `--seconds S` (off by default), and `-h`/`--help`.
+pub fn main(about: &str, cases: &[Case]) -> ! {
+    let mut args = std::env::args();
+    let program = args.next().unwrap_or_default();
+    let args: Vec<String> = args.collect();
     let mut case = None;
     let mut filters = Vec::new();
     let mut expect_arg = None;
@@ -80,6 +83,10 @@ pub fn main(cases: &[Case]) -> ! {
             "--filter" => filters.extend(it.next().cloned()),
             "--expect" => expect_arg = it.next().cloned(),
             "--list" => list = true,
+            "-h" | "--help" => {
+                print!("{}", help(&program, about, cases));
+                std::process::exit(0);
+            }
             // Stress knobs for the race cases, handed to every case process
             // through the environment (see `hash::stress_iterations`).
             "--iterations" | "--seconds" => {
@@ -151,6 +158,52 @@ pub fn main(cases: &[Case]) -> ! {
     std::process::exit(if failed == 0 { 0 } else { 1 });
 }
 
+/// The `--help` text of a binary named `program` (its path, as run).
+fn help(program: &str, about: &str, cases: &[Case]) -> String {
+    let name = program.rsplit('/').next().filter(|n| !n.is_empty());
+    let name = name.unwrap_or("this binary");
+    let growth: Vec<&str> = Growth::ALL.iter().map(|g| g.name()).collect();
+    let keys: String = KEYS
+        .iter()
+        .map(|k| match *k {
+            "growth" => format!("{:28}growth={}\n", "", growth.join("|")),
+            flag => format!("{:28}{flag}=1|0\n", ""),
+        })
+        .collect();
+    let mut text = format!(
+        "{name}: {about}
+
+usage: {name} [--list] [--filter SUBSTRING]... [--expect KEY=VALUE,...]
+       [--iterations N] [--seconds S]
+
+Runs every case (or those whose name contains a --filter) in a fresh
+process each and prints one KTAP document: exit 0 if none failed, 1 if one
+did, 2 on bad arguments.
+
+options:
+  --list                  print the case names, one a line, and exit
+  --filter SUBSTRING      only the cases whose name contains SUBSTRING
+                          (repeatable)
+  --expect KEY=VALUE,...  what the kernel is expected to support; keys not
+                          given: the defaults for the running kernel's
+                          release (docs/futex-abi.md). Keys:
+{keys}  --iterations N          rounds of the stress loops (FUTEX_STRESS_ITERATIONS)
+  --seconds S             least seconds of the stress loops
+                          (FUTEX_STRESS_SECONDS)
+  -h, --help              print this text and exit
+
+cases ({count}):
+",
+        count = cases.len(),
+    );
+    for c in cases {
+        text.push_str("  ");
+        text.push_str(c.name);
+        text.push('\n');
+    }
+    text
+}
+
 fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcome {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
@@ -217,5 +270,38 @@ fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcom
 pub fn diag(msg: &str) {
     for l in msg.lines() {
         println!("# {l}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pass(_: &Ctx) -> Outcome {
+        Outcome::Pass
+    }
+
+    #[test]
+    fn help_names_the_binary_every_option_key_and_case() {
+        let cases = [Case::new("set-2", pass), Case::new("get-fresh-is-0", pass)];
+        let text = help("/harness/bin/futex-prctl", "prctl(PR_FUTEX_HASH)", &cases);
+        assert!(
+            text.starts_with("futex-prctl: prctl(PR_FUTEX_HASH)\n"),
+            "{text}"
+        );
+        for word in [
+            "--list",
+            "--filter SUBSTRING",
+            "--expect KEY=VALUE,...",
+            "--iterations N",
+        ]
+        .into_iter()
+        .chain(["--seconds S", "--help", "any-vm", "cases (2):"])
+        .chain(KEYS.iter().copied())
+        {
+            assert!(text.contains(word), "{word}: {text}");
+        }
+        assert!(text.ends_with("  set-2\n  get-fresh-is-0\n"), "{text}");
+        assert!(help("", "x", &cases).starts_with("this binary: x\n"));
     }
 }

@@ -19,6 +19,14 @@ pub enum Growth {
 }
 
 impl Growth {
+    /// Every trigger, in kernel order.
+    pub const ALL: [Growth; 4] = [
+        Growth::None,
+        Growth::Thread,
+        Growth::VmNotVfork,
+        Growth::AnyVm,
+    ];
+
     /// The name `--expect growth=` and `matrix.yaml` use.
     pub fn name(self) -> &'static str {
         match self {
@@ -48,6 +56,18 @@ impl std::fmt::Display for Contradiction {
         )
     }
 }
+
+/// The keys of `--expect` ([`Expect::set`]); `growth` takes a
+/// [`Growth`] name, the others 1/0 (yes/no, true/false).
+pub const KEYS: &[&str] = &[
+    "prctl",
+    "private_hash",
+    "immutable",
+    "numa",
+    "mpol",
+    "growth",
+    "requeue_same_flags",
+];
 
 /// Expected kernel features.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,23 +159,14 @@ impl Expect {
             "mpol" => self.mpol = flag()?,
             "requeue_same_flags" => self.requeue_same_flags = flag()?,
             "growth" => {
-                self.growth = match v {
-                    "none" => Growth::None,
-                    "thread" => Growth::Thread,
-                    "vm-not-vfork" => Growth::VmNotVfork,
-                    "any-vm" => Growth::AnyVm,
-                    _ => {
-                        return Err(format!(
-                            "growth={v:?}: expected none, thread, vm-not-vfork or any-vm"
-                        ))
-                    }
-                }
+                self.growth = Growth::ALL
+                    .into_iter()
+                    .find(|g| g.name() == v)
+                    .ok_or_else(|| {
+                        format!("growth={v:?}: expected none, thread, vm-not-vfork or any-vm")
+                    })?
             }
-            _ => {
-                return Err(format!(
-                    "unknown key {k:?}; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags"
-                ))
-            }
+            _ => return Err(format!("unknown key {k:?}; known: {}", KEYS.join(", "))),
         }
         Ok(())
     }
@@ -254,6 +265,24 @@ mod tests {
             .unwrap_err()
             .contains("unknown key"));
         assert!(Expect::parse("growth=sometimes").is_err());
+    }
+
+    #[test]
+    fn keys_are_what_set_takes_and_encode_writes() {
+        let encoded: Vec<String> = Expect::for_release("7.3")
+            .encode()
+            .split(',')
+            .map(|kv| kv.split_once('=').unwrap().0.to_string())
+            .collect();
+        assert_eq!(encoded, KEYS);
+        let mut e = Expect::for_release("7.3");
+        for k in KEYS.iter().filter(|k| **k != "growth") {
+            e.set(k, "1").unwrap();
+        }
+        for g in Growth::ALL {
+            e.set("growth", g.name()).unwrap();
+            assert_eq!(e.growth, g);
+        }
     }
 
     #[test]

@@ -42,15 +42,23 @@ fn main() {
         },
         Some("readonly") => readonly(args.get(1).cloned()),
         Some("exec") => exec(&args[1..]),
+        Some("-h" | "--help") => {
+            println!(
+                "artifact: exercises the harness's virtiofs shares from inside the guest\n\
+                 (write: a checked stream into $HARNESS_ARTIFACTS; readonly: EROFS on a\n\
+                 read-only share; exec: a binary from a share)\n\n{USAGE}"
+            );
+            0
+        }
         _ => usage("unknown or missing mode"),
     };
     std::process::exit(code)
 }
 
+const USAGE: &str = "usage: artifact write [MIB] | readonly [DIR] | exec [PATH [ARGS...]]";
+
 fn usage(msg: &str) -> i32 {
-    eprintln!(
-        "artifact: {msg}\nusage: artifact write [MIB] | readonly [DIR] | exec [PATH [ARGS...]]"
-    );
+    eprintln!("artifact: {msg}\n{USAGE}");
     2
 }
 

@@ -57,6 +57,14 @@ fn main() {
         .filter(|a| *a != "--force")
         .collect();
     let code = match args[..] {
+        ["-h" | "--help"] => {
+            println!(
+                "fault: misbehaves on purpose, for the harness's fault-injection tests\n\
+                 (panic, warn, lkdtm and hung-task refuse to run outside the test VM\n\
+                 without --force)\n\n{USAGE}"
+            );
+            0
+        }
         ["panic"] => guarded(force, panic),
         ["hang"] => hang(),
         ["garbage"] => garbage(),

@@ -226,16 +226,23 @@ fn waiters_work(ctx: &Ctx) -> Outcome {
     })())
 }
 
+/// The first line of `--help`.
+const ABOUT: &str =
+    "the immutable private hash of the seed patch (FH_FLAG_IMMUTABLE, GET_IMMUTABLE), or exactly its absence.";
+
 fn main() {
-    run(&[
-        Case::new("get-immutable-fresh", fresh),
-        Case::new("set-immutable", set_immutable),
-        Case::new("immutable-blocks-set", blocks_set),
-        Case::new("mutable-private-is-0", mutable_private),
-        Case::new("global-is-immutable", global),
-        Case::new("auto-table-is-mutable", auto_table),
-        Case::new("immutable-set-0", immutable_set_0),
-        Case::new("immutable-stops-growth", stops_growth),
-        Case::new("immutable-waiters-work", waiters_work),
-    ])
+    run(
+        ABOUT,
+        &[
+            Case::new("get-immutable-fresh", fresh),
+            Case::new("set-immutable", set_immutable),
+            Case::new("immutable-blocks-set", blocks_set),
+            Case::new("mutable-private-is-0", mutable_private),
+            Case::new("global-is-immutable", global),
+            Case::new("auto-table-is-mutable", auto_table),
+            Case::new("immutable-set-0", immutable_set_0),
+            Case::new("immutable-stops-growth", stops_growth),
+            Case::new("immutable-waiters-work", waiters_work),
+        ],
+    )
 }

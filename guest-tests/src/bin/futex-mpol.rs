@@ -570,46 +570,53 @@ fn mpol_only_routes_cross_node(ctx: &Ctx) -> R {
     PASS
 }
 
+/// The first line of `--help`.
+const ABOUT: &str =
+    "the node a FUTEX2_MPOL futex ({val, -1}) gets from its page's memory policy (docs/futex-abi.md section 3).";
+
 fn main() {
-    cases::main(&[
-        Case::new("preferred", |c| r(preferred(c))),
-        Case::new("preferred-remote", |c| r(preferred_remote(c))),
-        Case::new("bind-home", |c| r(with_home(c, mpol::BIND, false))),
-        Case::new("bind-home-remote", |c| r(with_home(c, mpol::BIND, true))),
-        Case::new("bind-no-home", |c| r(caller_node_mode(c, mpol::BIND, true))),
-        Case::new("preferred-many-home", |c| {
-            r(with_home(c, mpol::PREFERRED_MANY, false))
-        }),
-        Case::new("preferred-many-home-remote", |c| {
-            r(with_home(c, mpol::PREFERRED_MANY, true))
-        }),
-        Case::new("preferred-many-no-home", |c| {
-            r(caller_node_mode(c, mpol::PREFERRED_MANY, false))
-        }),
-        Case::new("interleave", |c| {
-            r(caller_node_mode(c, mpol::INTERLEAVE, false))
-        }),
-        Case::new("weighted-interleave", |c| {
-            r(caller_node_mode(c, mpol::WEIGHTED_INTERLEAVE, false))
-        }),
-        Case::new("local", |c| r(caller_node_mode_local(c))),
-        Case::new("default", |c| r(default_policy(c))),
-        Case::new("caller-node-modes-remote", |c| {
-            r(caller_node_modes_remote(c))
-        }),
-        Case::new("explicit-node-overrides-policy", |c| {
-            r(explicit_override(c, false))
-        }),
-        Case::new("explicit-node-overrides-policy-remote", |c| {
-            r(explicit_override(c, true))
-        }),
-        Case::new("mpol-only-no-writeback", |c| r(mpol_only_no_writeback(c))),
-        Case::new("mpol-only-no-alignment", |c| r(mpol_only_no_alignment(c))),
-        Case::new("mpol-only-routes-key", |c| r(mpol_only_routes_key(c))),
-        Case::new("mpol-only-routes-key-cross-node", |c| {
-            r(mpol_only_routes_cross_node(c))
-        }),
-    ]);
+    cases::main(
+        ABOUT,
+        &[
+            Case::new("preferred", |c| r(preferred(c))),
+            Case::new("preferred-remote", |c| r(preferred_remote(c))),
+            Case::new("bind-home", |c| r(with_home(c, mpol::BIND, false))),
+            Case::new("bind-home-remote", |c| r(with_home(c, mpol::BIND, true))),
+            Case::new("bind-no-home", |c| r(caller_node_mode(c, mpol::BIND, true))),
+            Case::new("preferred-many-home", |c| {
+                r(with_home(c, mpol::PREFERRED_MANY, false))
+            }),
+            Case::new("preferred-many-home-remote", |c| {
+                r(with_home(c, mpol::PREFERRED_MANY, true))
+            }),
+            Case::new("preferred-many-no-home", |c| {
+                r(caller_node_mode(c, mpol::PREFERRED_MANY, false))
+            }),
+            Case::new("interleave", |c| {
+                r(caller_node_mode(c, mpol::INTERLEAVE, false))
+            }),
+            Case::new("weighted-interleave", |c| {
+                r(caller_node_mode(c, mpol::WEIGHTED_INTERLEAVE, false))
+            }),
+            Case::new("local", |c| r(caller_node_mode_local(c))),
+            Case::new("default", |c| r(default_policy(c))),
+            Case::new("caller-node-modes-remote", |c| {
+                r(caller_node_modes_remote(c))
+            }),
+            Case::new("explicit-node-overrides-policy", |c| {
+                r(explicit_override(c, false))
+            }),
+            Case::new("explicit-node-overrides-policy-remote", |c| {
+                r(explicit_override(c, true))
+            }),
+            Case::new("mpol-only-no-writeback", |c| r(mpol_only_no_writeback(c))),
+            Case::new("mpol-only-no-alignment", |c| r(mpol_only_no_alignment(c))),
+            Case::new("mpol-only-routes-key", |c| r(mpol_only_routes_key(c))),
+            Case::new("mpol-only-routes-key-cross-node", |c| {
+                r(mpol_only_routes_cross_node(c))
+            }),
+        ],
+    );
 }
 
 /// LOCAL takes no nodemask.

@@ -974,63 +974,70 @@ fn concurrent_writeback(ctx: &Ctx) -> R {
     bad.map_or(PASS, Err)
 }
 
+/// The first line of `--help`.
+const ABOUT: &str =
+    "FUTEX2_NUMA layout, node validation and write-back, node routing, waitv/requeue, shared futexes (docs/futex-abi.md section 3).";
+
 fn main() {
-    cases::main(&[
-        Case::new("flag-accepted", |c| r(flag_accepted(c))),
-        Case::new("misaligned-einval", |c| r(misaligned_einval(c))),
-        Case::new("page-end-einval", |c| r(page_end_einval(c))),
-        Case::new("prot-none-efault", |c| r(prot_none_efault(c))),
-        Case::new("sizes-other-than-u32-einval", |c| r(sizes_einval(c))),
-        Case::new("node-possible-accepted", |c| r(node_possible_accepted(c))),
-        Case::new("node-possible-offline-accepted", |c| {
-            r(node_possible_offline_accepted(c))
-        }),
-        Case::new("node-not-possible-einval", |c| {
-            r(node_not_possible_einval(c))
-        }),
-        Case::new("node-out-of-range-einval", |c| {
-            r(node_out_of_range_einval(c))
-        }),
-        Case::new("writeback-wait-eagain-each-cpu", |c| {
-            r(writeback_wait_eagain(c))
-        }),
-        Case::new("writeback-wait-timeout-each-cpu", |c| {
-            r(writeback_wait_timeout(c))
-        }),
-        Case::new("writeback-wake-nr0-each-cpu", |c| r(writeback_wake_nr0(c))),
-        Case::new("writeback-waitv-each-entry-each-cpu", |c| {
-            r(writeback_waitv(c))
-        }),
-        Case::new("writeback-requeue-both-words-each-cpu", |c| {
-            r(writeback_requeue(c))
-        }),
-        Case::new("writeback-requeue-eagain", |c| {
-            r(writeback_requeue_eagain(c))
-        }),
-        Case::new("readonly-no-node-efault", |c| r(readonly_no_node_efault(c))),
-        Case::new("readonly-preset-node-ok", |c| r(readonly_preset_node_ok(c))),
-        Case::new("wait-wake-one", |c| r(wait_wake_one(c))),
-        Case::new("wake-64-waiters", |c| r(wake_64(c))),
-        Case::new("explicit-node-same-hit", |c| r(explicit_same_hit(c))),
-        Case::new("explicit-nodes-differ-miss", |c| r(explicit_differ_miss(c))),
-        Case::new("private-hash-numa-still-matches", |c| {
-            r(private_hash_numa_matches(c))
-        }),
-        Case::new("numa-bypasses-private-table", |c| {
-            r(numa_bypasses_private(c))
-        }),
-        Case::new("shared-fork-wake", |c| r(shared_fork_wake(c))),
-        Case::new("waitv-numa-wakes", |c| r(waitv_numa_wakes(c))),
-        Case::new("waitv-mixed-entries", |c| r(waitv_mixed(c))),
-        Case::new("waitv-syscall-flags-einval", |c| {
-            r(waitv_syscall_flags_einval(c))
-        }),
-        Case::new("requeue-numa-both-entries", |c| r(requeue_numa(c))),
-        Case::new("requeue-mismatched-flags-einval", |c| {
-            r(requeue_mismatch_einval(c))
-        }),
-        Case::new("concurrent-writeback-valid-node", |c| {
-            r(concurrent_writeback(c))
-        }),
-    ]);
+    cases::main(
+        ABOUT,
+        &[
+            Case::new("flag-accepted", |c| r(flag_accepted(c))),
+            Case::new("misaligned-einval", |c| r(misaligned_einval(c))),
+            Case::new("page-end-einval", |c| r(page_end_einval(c))),
+            Case::new("prot-none-efault", |c| r(prot_none_efault(c))),
+            Case::new("sizes-other-than-u32-einval", |c| r(sizes_einval(c))),
+            Case::new("node-possible-accepted", |c| r(node_possible_accepted(c))),
+            Case::new("node-possible-offline-accepted", |c| {
+                r(node_possible_offline_accepted(c))
+            }),
+            Case::new("node-not-possible-einval", |c| {
+                r(node_not_possible_einval(c))
+            }),
+            Case::new("node-out-of-range-einval", |c| {
+                r(node_out_of_range_einval(c))
+            }),
+            Case::new("writeback-wait-eagain-each-cpu", |c| {
+                r(writeback_wait_eagain(c))
+            }),
+            Case::new("writeback-wait-timeout-each-cpu", |c| {
+                r(writeback_wait_timeout(c))
+            }),
+            Case::new("writeback-wake-nr0-each-cpu", |c| r(writeback_wake_nr0(c))),
+            Case::new("writeback-waitv-each-entry-each-cpu", |c| {
+                r(writeback_waitv(c))
+            }),
+            Case::new("writeback-requeue-both-words-each-cpu", |c| {
+                r(writeback_requeue(c))
+            }),
+            Case::new("writeback-requeue-eagain", |c| {
+                r(writeback_requeue_eagain(c))
+            }),
+            Case::new("readonly-no-node-efault", |c| r(readonly_no_node_efault(c))),
+            Case::new("readonly-preset-node-ok", |c| r(readonly_preset_node_ok(c))),
+            Case::new("wait-wake-one", |c| r(wait_wake_one(c))),
+            Case::new("wake-64-waiters", |c| r(wake_64(c))),
+            Case::new("explicit-node-same-hit", |c| r(explicit_same_hit(c))),
+            Case::new("explicit-nodes-differ-miss", |c| r(explicit_differ_miss(c))),
+            Case::new("private-hash-numa-still-matches", |c| {
+                r(private_hash_numa_matches(c))
+            }),
+            Case::new("numa-bypasses-private-table", |c| {
+                r(numa_bypasses_private(c))
+            }),
+            Case::new("shared-fork-wake", |c| r(shared_fork_wake(c))),
+            Case::new("waitv-numa-wakes", |c| r(waitv_numa_wakes(c))),
+            Case::new("waitv-mixed-entries", |c| r(waitv_mixed(c))),
+            Case::new("waitv-syscall-flags-einval", |c| {
+                r(waitv_syscall_flags_einval(c))
+            }),
+            Case::new("requeue-numa-both-entries", |c| r(requeue_numa(c))),
+            Case::new("requeue-mismatched-flags-einval", |c| {
+                r(requeue_mismatch_einval(c))
+            }),
+            Case::new("concurrent-writeback-valid-node", |c| {
+                r(concurrent_writeback(c))
+            }),
+        ],
+    );
 }

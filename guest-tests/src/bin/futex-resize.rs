@@ -880,6 +880,10 @@ fn probe(mode: &str) -> ! {
     std::process::exit(code)
 }
 
+/// The first line of `--help`.
+const ABOUT: &str =
+    "resizing the private futex hash with waiters queued, concurrent SETs, automatic sizing, fork/exec/vfork/posix_spawn (docs/futex-abi.md section 2).";
+
 fn main() {
     if let Ok(mode) = std::env::var(PROBE_ENV) {
         probe(&mode);
@@ -890,34 +894,37 @@ fn main() {
         run,
         timeout: Duration::from_secs(60) + 2 * extra,
     };
-    run(&[
-        Case::new("wait-private-resize", wait_private),
-        Case::new("wait-global-resize", wait_global),
-        Case::new("waitv-private-resize", waitv_private),
-        Case::new("waitv-global-resize", waitv_global),
-        Case::new("requeue-private-resize", requeue_private),
-        Case::new("requeue-global-resize", requeue_global),
-        Case::new("pi-private-resize", pi_private),
-        Case::new("pi-global-resize", pi_global),
-        long("wait-private-resize-load", wait_private_load),
-        Case::new("mixed-global-resize-load", mixed_global_load),
-        Case::new("set0-race", set0_race),
-        Case::new("set0-vs-set128-race", set0_vs_128),
-        Case::new("set32-vs-set128-race", set32_vs_128),
-        long("set-vs-thread-create", set64_vs_create),
-        long("set0-vs-thread-create", set0_vs_create),
-        Case::new("auto-first-thread-16", auto_first),
-        Case::new("auto-size-formula", auto_formula),
-        Case::new("auto-capped-by-cpus", auto_capped),
-        Case::new("auto-growth-past-16", auto_past_16),
-        Case::new("auto-only-grows", auto_only_grows),
-        Case::new("fork-child-get-0", fork_child),
-        Case::new("fork-threaded-child-get-0", fork_threaded),
-        Case::new("exec-get-0", exec_get),
-        Case::new("vfork-growth", vfork_growth),
-        Case::new("posix-spawn-growth", posix_spawn_growth),
-        Case::new("clone-vm-growth", clone_vm_growth),
-        Case::new("shared-futex-private-2", shared_private),
-        Case::new("shared-futex-global", shared_global),
-    ])
+    run(
+        ABOUT,
+        &[
+            Case::new("wait-private-resize", wait_private),
+            Case::new("wait-global-resize", wait_global),
+            Case::new("waitv-private-resize", waitv_private),
+            Case::new("waitv-global-resize", waitv_global),
+            Case::new("requeue-private-resize", requeue_private),
+            Case::new("requeue-global-resize", requeue_global),
+            Case::new("pi-private-resize", pi_private),
+            Case::new("pi-global-resize", pi_global),
+            long("wait-private-resize-load", wait_private_load),
+            Case::new("mixed-global-resize-load", mixed_global_load),
+            Case::new("set0-race", set0_race),
+            Case::new("set0-vs-set128-race", set0_vs_128),
+            Case::new("set32-vs-set128-race", set32_vs_128),
+            long("set-vs-thread-create", set64_vs_create),
+            long("set0-vs-thread-create", set0_vs_create),
+            Case::new("auto-first-thread-16", auto_first),
+            Case::new("auto-size-formula", auto_formula),
+            Case::new("auto-capped-by-cpus", auto_capped),
+            Case::new("auto-growth-past-16", auto_past_16),
+            Case::new("auto-only-grows", auto_only_grows),
+            Case::new("fork-child-get-0", fork_child),
+            Case::new("fork-threaded-child-get-0", fork_threaded),
+            Case::new("exec-get-0", exec_get),
+            Case::new("vfork-growth", vfork_growth),
+            Case::new("posix-spawn-growth", posix_spawn_growth),
+            Case::new("clone-vm-growth", clone_vm_growth),
+            Case::new("shared-futex-private-2", shared_private),
+            Case::new("shared-futex-global", shared_global),
+        ],
+    )
 }

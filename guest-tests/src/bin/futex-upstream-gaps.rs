@@ -1021,42 +1021,49 @@ fn robust_owner_died(_: &Ctx) -> R {
     .pipe_ok()
 }
 
+/// The first line of `--help`.
+const ABOUT: &str =
+    "what the kernel's futex selftests check and the other suites did not: futex(2) operations, PI, requeue-PI, futex_waitv, robust lists (docs/kselftest.md).";
+
 fn main() {
     let c = |name, f| Case::new(name, f);
-    cases::main(&[
-        c("wait-wake-private", |x| r(wait_wake_private(x))),
-        c("wait-wake-shared-anon", |x| r(wait_wake_shared_anon(x))),
-        c("wait-wake-shared-file", |x| r(wait_wake_shared_file(x))),
-        c("wait-private-mapped-file", |x| {
-            r(wait_private_mapped_file(x))
-        }),
-        c("wait-uninitialized-heap", |x| r(wait_uninitialized_heap(x))),
-        c("wait-wouldblock", |x| r(wait_wouldblock(x))),
-        c("wait-timeout-relative", |x| r(wait_timeout_relative(x))),
-        c("wait-bitset-timeout-absolute", |x| {
-            r(wait_bitset_timeout_absolute(x))
-        }),
-        c("waitv-timeout", |x| r(waitv_timeout(x))),
-        c("waitv-wouldblock", |x| r(waitv_wouldblock(x))),
-        c("waitv-invalid-flag", |x| r(waitv_invalid_flag(x))),
-        c("waitv-unaligned-einval", |x| r(waitv_unaligned_einval(x))),
-        c("waitv-null-address", |x| r(waitv_null_address(x))),
-        c("waitv-invalid-clockid", |x| r(waitv_invalid_clockid(x))),
-        c("waitv-shared", |x| r(waitv_shared(x))),
-        c("requeue-single", |x| r(requeue_single(x))),
-        c("requeue-multiple", |x| r(requeue_multiple(x))),
-        c("lock-pi-timeout", |x| r(lock_pi_timeout(x))),
-        c("requeue-pi-timeout", |x| r(requeue_pi_timeout(x))),
-        c("requeue-pi-wakes-owner", |x| r(requeue_pi_wakes_owner(x))),
-        c("requeue-pi-mismatched-ops", |x| {
-            r(requeue_pi_mismatched_ops(x))
-        }),
-        c("requeue-pi-signal-restart", |x| {
-            r(requeue_pi_signal_restart(x))
-        }),
-        c("lock-pi-owner-dies", |x| r(lock_pi_owner_dies(x))),
-        c("robust-set-invalid-size", |x| r(robust_set_invalid_size(x))),
-        c("robust-get-self", |x| r(robust_get_self(x))),
-        c("robust-owner-died", |x| r(robust_owner_died(x))),
-    ]);
+    cases::main(
+        ABOUT,
+        &[
+            c("wait-wake-private", |x| r(wait_wake_private(x))),
+            c("wait-wake-shared-anon", |x| r(wait_wake_shared_anon(x))),
+            c("wait-wake-shared-file", |x| r(wait_wake_shared_file(x))),
+            c("wait-private-mapped-file", |x| {
+                r(wait_private_mapped_file(x))
+            }),
+            c("wait-uninitialized-heap", |x| r(wait_uninitialized_heap(x))),
+            c("wait-wouldblock", |x| r(wait_wouldblock(x))),
+            c("wait-timeout-relative", |x| r(wait_timeout_relative(x))),
+            c("wait-bitset-timeout-absolute", |x| {
+                r(wait_bitset_timeout_absolute(x))
+            }),
+            c("waitv-timeout", |x| r(waitv_timeout(x))),
+            c("waitv-wouldblock", |x| r(waitv_wouldblock(x))),
+            c("waitv-invalid-flag", |x| r(waitv_invalid_flag(x))),
+            c("waitv-unaligned-einval", |x| r(waitv_unaligned_einval(x))),
+            c("waitv-null-address", |x| r(waitv_null_address(x))),
+            c("waitv-invalid-clockid", |x| r(waitv_invalid_clockid(x))),
+            c("waitv-shared", |x| r(waitv_shared(x))),
+            c("requeue-single", |x| r(requeue_single(x))),
+            c("requeue-multiple", |x| r(requeue_multiple(x))),
+            c("lock-pi-timeout", |x| r(lock_pi_timeout(x))),
+            c("requeue-pi-timeout", |x| r(requeue_pi_timeout(x))),
+            c("requeue-pi-wakes-owner", |x| r(requeue_pi_wakes_owner(x))),
+            c("requeue-pi-mismatched-ops", |x| {
+                r(requeue_pi_mismatched_ops(x))
+            }),
+            c("requeue-pi-signal-restart", |x| {
+                r(requeue_pi_signal_restart(x))
+            }),
+            c("lock-pi-owner-dies", |x| r(lock_pi_owner_dies(x))),
+            c("robust-set-invalid-size", |x| r(robust_set_invalid_size(x))),
+            c("robust-get-self", |x| r(robust_get_self(x))),
+            c("robust-owner-died", |x| r(robust_owner_died(x))),
+        ],
+    );
 }

@@ -1,7 +1,7 @@
 //! `smoke`: quick real checks that the guest environment works before the
 //! futex suites run: uname, procfs, the monotonic clock, threads, a private
 //! futex2 wait/wake pair, and 16 MiB of memory. Prints one KTAP document;
-//! exit 0 if every case passed, 1 otherwise. No arguments.
+//! exit 0 if every case passed, 1 otherwise. No arguments but `-h`/`--help`.
 
 use guest_tests::ktap::{Ktap, Outcome};
 use guest_tests::sys::{self, FUTEX2_PRIVATE, FUTEX2_SIZE_U32, FUTEX_BITSET_MATCH_ANY};
@@ -23,9 +23,25 @@ const CASES: &[(&str, Check)] = &[
 ];
 
 fn main() {
-    if std::env::args().len() > 1 {
-        eprintln!("smoke takes no arguments");
-        std::process::exit(2);
+    match std::env::args().nth(1).as_deref() {
+        None => {}
+        Some("-h" | "--help") => {
+            println!(
+                "smoke: quick checks that the guest works before the futex suites run\n\n\
+                 usage: smoke\n\n\
+                 Prints one KTAP document: exit 0 if every case passed, 1 otherwise.\n\n\
+                 cases ({}):",
+                CASES.len()
+            );
+            for (name, _) in CASES {
+                println!("  {name}");
+            }
+            std::process::exit(0);
+        }
+        Some(_) => {
+            eprintln!("smoke takes no arguments but --help");
+            std::process::exit(2);
+        }
     }
     let mut k = Ktap::stdout(CASES.len());
     let mut failed = 0;

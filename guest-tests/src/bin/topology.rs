@@ -13,6 +13,12 @@ use std::path::PathBuf;
 const USAGE: &str = "usage: topology --nodes ID:CPUS:MEM[,ID:CPUS:MEM...] [--root DIR]\n\
                      e.g. topology --nodes 0:0-1:512M,1:2-3+6:512M";
 
+/// What `--help` says before [`USAGE`].
+const ABOUT: &str = "topology: checks that the kernel sees the NUMA topology the host declared\n\
+                     (nodes, their CPUs and memory, from sysfs and procfs under --root).\n\
+                     Prints one KTAP document: exit 0 if every check passed, 1 if one failed,\n\
+                     2 on bad arguments.";
+
 fn main() {
     let (nodes, root) = match parse_args(std::env::args().skip(1)) {
         Ok(v) => v,
@@ -45,6 +51,10 @@ fn parse_args(
         match a.as_str() {
             "--nodes" => nodes = Some(parse_nodes(&value()?).map_err(|e| format!("--nodes: {e}"))?),
             "--root" => root = PathBuf::from(value()?),
+            "-h" | "--help" => {
+                println!("{ABOUT}\n\n{USAGE}");
+                std::process::exit(0);
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
