@@ -1,15 +1,16 @@
 //! The JSON results file (docs/results.md) against its schema,
 //! `docs/results.schema.json`: what the reporter writes from fixtures that
 //! go through the real verdict (`kcidb_common`) is valid, from the first
-//! write (every cell not-run) to the last, and documents the writer never
-//! writes are refused. Quick tier, no VM; the real matrix's file is checked
-//! in `matrix_vm.rs`.
+//! write (every cell not-run) to the last, with every cell status and a
+//! repeated cell, and documents the writer never writes are refused.
+//! Quick tier, no VM; the real matrix's file is checked in `matrix_vm.rs`.
 
 mod common;
 mod kcidb_common;
 
 use common::results_schema_errors;
 use harness::events::{CellOutcome, Event, HostFacts};
+use harness::repeat::Repeat;
 use harness::reporter::json::Json;
 use harness::reporter::Reporter;
 use serde_json::{json, Value};
@@ -106,11 +107,35 @@ fn a_two_cell_run_with_a_passing_and_a_failing_cell_is_valid_from_first_write_to
     assert_valid(&doc);
 }
 
+/// `o` as a repeated cell (`--until-fail`) whose cases are those of
+/// `earlier` and then its own, in two iterations.
+fn repeated(mut o: CellOutcome, earlier: &CellOutcome) -> CellOutcome {
+    let until_fail = Repeat {
+        times: 5,
+        until_fail: true,
+        fresh_boot: false,
+    };
+    let (cases, mut summary) =
+        harness::repeat::aggregate(until_fail, &[earlier.cases.clone(), o.cases.clone()]);
+    summary.kept = Some(o.meta.out_dir.join("iteration-2"));
+    o.cases = cases;
+    o.repeat = Some(Box::new(summary));
+    o
+}
+
 #[test]
-fn every_cell_status_benchmarks_kernel_facts_and_panics_are_valid() {
+fn every_cell_status_benchmarks_kernel_facts_panics_and_repeats_are_valid() {
     let d = tempfile::tempdir().unwrap();
-    let doc = results_of(&kcidb_common::outcomes(d.path(), started()), d.path());
+    let mut outcomes = kcidb_common::outcomes(d.path(), started());
+    outcomes[1] = repeated(outcomes[1].clone(), &outcomes[0]);
+    let doc = results_of(&outcomes, d.path());
     let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells[1]["repeat"]["first_failure"], 2, "{:#}", cells[1]);
+    assert!(cells[1]["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["repeat"]["failures"] == 1));
     assert_eq!(
         words(cells.iter().map(|c| &c["status"])),
         BTreeSet::from(["error", "failed", "interrupted", "not-run", "passed"])
@@ -173,6 +198,11 @@ fn the_schema_refuses_what_the_writer_never_writes() {
         ("a time as a string", "/run/started", |v| {
             v["run"]["started"] = json!("2025-12-01T10:00:00Z")
         }),
+        (
+            "a case's repeat without its counts",
+            "/cells/0/cases/0",
+            |v| v["cells"][0]["cases"][0]["repeat"] = json!({"runs": 3}),
+        ),
         ("a negative count", "/cells/0/counts/pass", |v| {
             v["cells"][0]["counts"]["pass"] = json!(-1)
         }),
