@@ -272,7 +272,7 @@ fn shell_on_a_pseudo_terminal_reads_the_guest_and_ends_the_vm() {
         .env(
             "PTY_INPUT",
             // Ctrl-C stops the guest's `sleep`, not the harness.
-            "sleep 600\n<pause>\x03<pause>cat /sys/devices/system/node/online; futex-prctl --list | head -1; exit\n",
+            "sleep 600\n<pause>\x03<pause>cat /sys/devices/system/node/online; futex-prctl --help | sed -n 3p | tr a-z A-Z; exit\n",
         )
         .env("PTY_TIMEOUT", "600")
         .stdin(Stdio::null())
@@ -284,6 +284,12 @@ fn shell_on_a_pseudo_terminal_reads_the_guest_and_ends_the_vm() {
     assert!(
         screen.lines().any(|l| l.trim() == "0-1"),
         "no `0-1` from the guest:\n{all}"
+    );
+    // The test binaries run by name; `--help` answers (upper-cased, so the
+    // terminal's echo of the command line cannot be mistaken for it).
+    assert!(
+        screen.contains("USAGE: FUTEX-PRCTL [--LIST]"),
+        "no `futex-prctl --help` from the guest:\n{all}"
     );
     // The plan before the shell ran and is reported, the shell too.
     let cases = parse_junit(&std::fs::read_to_string(d.path().join("junit.xml")).unwrap());
