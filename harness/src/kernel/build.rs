@@ -273,8 +273,7 @@ pub fn build(
     let inputs = KeyInputs::new(def, &base.identity, toolchain());
     let key = inputs.key();
     let dir_rel = images_rel(&def.name).join(&key);
-    let image_rel = dir_rel.join("bzImage");
-    let image = cache.path(&image_rel);
+    let image = cache.path(dir_rel.join("bzImage"));
     let done = |image: Option<PathBuf>, hit: bool, warnings: Vec<String>| Built {
         name: def.name.clone(),
         key: key.clone(),
@@ -325,12 +324,7 @@ pub fn build(
         log_path.display()
     ));
     let tb = Instant::now();
-    let mut extra = vec![format!("-j{}", opts.jobs)];
-    if opts.ccache && source::on_path("ccache") {
-        extra.push("CC=ccache gcc".into());
-    }
-    extra.extend(def.make_vars.iter().cloned());
-    extra.extend(targets(&obj));
+    let extra = image_make_args(def, opts, &obj);
     make(def, &src, &obj, &extra, &mut log, &log_path, say, true)?;
     say(&format!(
         "{}: compiled in {:.0} s",
@@ -338,16 +332,7 @@ pub fn build(
         tb.elapsed().as_secs_f64()
     ));
 
-    // Into the cache: everything else first, bzImage last (its presence
-    // means the entry is complete).
-    let copy = |name: &str, from: &Path| -> Result<(), BuildError> {
-        let mut f = File::open(from).map_err(io("open", from))?;
-        cache.write_atomic(dir_rel.join(name), &mut f)?;
-        Ok(())
-    };
-    copy("config", &obj.join(".config"))?;
     let _ = log.flush();
-    copy("build.log", &log_path)?;
     let meta = serde_json::json!({
         "name": def.name,
         "key": key,
@@ -356,15 +341,44 @@ pub fn build(
         "build_seconds": tb.elapsed().as_secs_f64(),
         "warnings": warnings,
     });
+    store(cache, &dir_rel, &obj, &log_path, &meta)?;
+    Ok(done(Some(image), false, warnings))
+}
+
+/// Copies the build in `obj` into the cache entry `dir_rel`: its
+/// `.config` as `config`, the log, `meta.json`, the debug files, and
+/// bzImage last (its presence means the entry is complete). Returns the
+/// cached bzImage.
+pub(crate) fn store(
+    cache: &Cache,
+    dir_rel: &Path,
+    obj: &Path,
+    log_path: &Path,
+    meta: &serde_json::Value,
+) -> Result<PathBuf, BuildError> {
+    copy_into(cache, dir_rel, "config", &obj.join(".config"))?;
+    copy_into(cache, dir_rel, "build.log", log_path)?;
     cache.write_atomic(
         dir_rel.join("meta.json"),
-        &mut serde_json::to_vec_pretty(&meta)
+        &mut serde_json::to_vec_pretty(meta)
             .unwrap_or_default()
             .as_slice(),
     )?;
-    copy_debug_files(cache, &dir_rel, &obj)?;
-    copy("bzImage", &obj.join("arch/x86/boot/bzImage"))?;
-    Ok(done(Some(image), false, warnings))
+    copy_debug_files(cache, dir_rel, obj)?;
+    copy_into(
+        cache,
+        dir_rel,
+        "bzImage",
+        &obj.join("arch/x86/boot/bzImage"),
+    )?;
+    Ok(cache.path(dir_rel.join("bzImage")))
+}
+
+/// Copies `from` into the cache entry `dir_rel` as `name`, atomically.
+fn copy_into(cache: &Cache, dir_rel: &Path, name: &str, from: &Path) -> Result<(), BuildError> {
+    let mut f = File::open(from).map_err(io("open", from))?;
+    cache.write_atomic(dir_rel.join(name), &mut f)?;
+    Ok(())
 }
 
 /// What `gdb` needs beside a cached bzImage: `vmlinux` (symbols; DWARF
@@ -372,11 +386,7 @@ pub fn build(
 /// scripts_gdb`, `CONFIG_GDB_SCRIPTS`), `vmlinux-gdb.py` with
 /// `scripts/gdb/linux/*.py`.
 fn copy_debug_files(cache: &Cache, dir_rel: &Path, obj: &Path) -> Result<(), BuildError> {
-    let copy = |name: &str, from: &Path| -> Result<(), BuildError> {
-        let mut f = File::open(from).map_err(io("open", from))?;
-        cache.write_atomic(dir_rel.join(name), &mut f)?;
-        Ok(())
-    };
+    let copy = |name: &str, from: &Path| copy_into(cache, dir_rel, name, from);
     // A tree whose build makes no vmlinux (a stand-in tree in tests) just
     // has no symbols for gdb.
     if obj.join("vmlinux").is_file() {
@@ -459,14 +469,15 @@ fn prepare_tree(
         let _ = writeln!(log, "# patch {} ({})", p.name, p.path.display());
     }
     patch::apply_series(&src, &def.patches, &|m| say(&format!("{}: {m}", def.name)))?;
-    configure_tree(def, &src, &obj, log, log_path, say)
+    configure_tree(def, None, &src, &obj, log, log_path, say)
 }
 
-/// Generates and checks the config of `def` (config base, fragments,
-/// olddefconfig, requirements) for the tree `src` in the object directory
-/// `obj`. Returns warnings.
-fn configure_tree(
+/// Generates and checks the config of `def` (config base — or the file
+/// `base` instead of it —, fragments, olddefconfig, requirements) for the
+/// tree `src` in the object directory `obj`. Returns warnings.
+pub(crate) fn configure_tree(
     def: &Definition,
+    base: Option<&Path>,
     src: &Path,
     obj: &Path,
     log: &mut File,
@@ -475,16 +486,14 @@ fn configure_tree(
 ) -> Result<Vec<String>, BuildError> {
     let (src, obj) = (src.to_path_buf(), obj.to_path_buf());
     fs::create_dir_all(&obj).map_err(io("create", &obj))?;
-    make(
-        def,
-        &src,
-        &obj,
-        &[def.config_base.target().to_string()],
-        log,
-        log_path,
-        say,
-        false,
-    )?;
+    let cfg_path = obj.join(".config");
+    if let Some(file) = base {
+        let _ = writeln!(log, "# config base {}", file.display());
+        fs::copy(file, &cfg_path).map_err(io("copy", file))?;
+    } else {
+        let target = def.config_base.target().to_string();
+        make(def, &src, &obj, &[target], log, log_path, say, false)?;
+    }
     let frags: Vec<(String, String)> = def
         .fragments
         .iter()
@@ -500,20 +509,11 @@ fn configure_tree(
         .map(|(n, t)| (n.as_str(), t.as_str()))
         .collect();
     let merged = config::merge(&frag_refs)?;
-    let cfg_path = obj.join(".config");
     let cfg = fs::read_to_string(&cfg_path).map_err(io("read", &cfg_path))?;
     let new = config::apply(&cfg, &merged.assignments);
     fs::write(&cfg_path, new).map_err(io("write", &cfg_path))?;
-    make(
-        def,
-        &src,
-        &obj,
-        &["olddefconfig".to_string()],
-        log,
-        log_path,
-        say,
-        false,
-    )?;
+    let olddefconfig = ["olddefconfig".to_string()];
+    make(def, &src, &obj, &olddefconfig, log, log_path, say, false)?;
     let cfg = fs::read_to_string(&cfg_path).map_err(io("read", &cfg_path))?;
     let values = config::Values::parse(&cfg);
     let mut warnings: Vec<String> = merged.overrides.clone();
@@ -575,15 +575,23 @@ pub fn build_tree(
         fs::create_dir_all(d).map_err(io("create", d))?;
     }
     let mut log = File::create(log_path).map_err(io("create", log_path))?;
-    configure_tree(def, src, obj, &mut log, log_path, say)?;
+    configure_tree(def, None, src, obj, &mut log, log_path, say)?;
+    let extra = image_make_args(def, opts, obj);
+    make(def, src, obj, &extra, &mut log, log_path, say, true)?;
+    Ok(obj.join("arch/x86/boot/bzImage"))
+}
+
+/// The arguments of the image's `make` in the configured `obj`: `-j`,
+/// ccache when wanted and installed, the definition's make variables, the
+/// [`targets`].
+pub(crate) fn image_make_args(def: &Definition, opts: &BuildOptions, obj: &Path) -> Vec<String> {
     let mut extra = vec![format!("-j{}", opts.jobs.max(1))];
     if opts.ccache && source::on_path("ccache") {
         extra.push("CC=ccache gcc".into());
     }
     extra.extend(def.make_vars.iter().cloned());
     extra.extend(targets(obj));
-    make(def, src, obj, &extra, &mut log, log_path, say, true)?;
-    Ok(obj.join("arch/x86/boot/bzImage"))
+    extra
 }
 
 /// What `make` builds in the configured `obj`: the bzImage, and the
@@ -603,7 +611,7 @@ fn targets(obj: &Path) -> Vec<String> {
 /// log; with `progress`, reports every compiled file to `say` at most
 /// every 10 s.
 #[allow(clippy::too_many_arguments)]
-fn make(
+pub(crate) fn make(
     def: &Definition,
     src: &Path,
     obj: &Path,
