@@ -52,7 +52,7 @@ pub struct CellFacts {
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct KernelFacts {
-    /// `debian`, `source` or `path`.
+    /// `debian`, `source`, `tree` or `path`.
     pub kind: String,
     /// Upstream version, when known.
     pub version: Option<String>,
@@ -64,7 +64,8 @@ pub struct KernelFacts {
     /// or `path:<sha256>` (a file of unknown source).
     pub source: String,
     /// What identifies the image: `debian:<package>`,
-    /// `source:<definition>@<cache key>`, `path:<sha256>`.
+    /// `source:<definition>@<cache key>`, `tree:<dir>@<cache key>`,
+    /// `path:<sha256>`.
     pub build: String,
     /// The configuration's name: the definition or the Debian package.
     pub config: String,

@@ -114,7 +114,11 @@ impl Session {
         if let Some(r) = self.kernels.get(label) {
             return r.clone();
         }
-        let _ = reporters.step(&format!("fetching kernel {label}"));
+        let doing = match spec {
+            KernelSpec::Tree(_) => "building",
+            _ => "fetching",
+        };
+        let _ = reporters.step(&format!("{doing} kernel {label}"));
         let (spec, mirror) = (spec.clone(), self.mirror.clone());
         let r = tokio::task::spawn_blocking(move || {
             let mut progress = progress;
@@ -270,7 +274,9 @@ impl Session {
 
 /// Checks what can be checked of a kernel without the network or a build:
 /// a `source:` definition loads (and what it extends), a `path:` file is
-/// a bzImage. A usage error otherwise, before anything is fetched or booted.
+/// a bzImage, a `tree:` is still not configured in place, its config file
+/// is there and the definition it borrows its config from loads. A usage
+/// error otherwise, before anything is fetched, built or booted.
 pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
     match spec {
         KernelSpec::Source(name) => {
@@ -285,19 +291,41 @@ pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
                 })
             })?;
         }
+        KernelSpec::Tree(t) => {
+            let name = crate::kernel::tree::DEFINITION;
+            let dir = crate::kernel::definition::kernels_dir_for(name).map_err(Error::usage)?;
+            crate::kernel::definition::load(&dir, name).map_err(Error::usage)?;
+            crate::kernel::tree::TreeSpec::parse(&t.dir).map_err(|why| {
+                Error::usage(crate::kernel::tree::TreeError::Spec {
+                    dir: t.dir.clone(),
+                    why,
+                })
+            })?;
+            if let Some(c) = t.config.as_deref().filter(|c| !c.is_file()) {
+                return Err(Error::usage(format!(
+                    "--kernel-config {}: no such file",
+                    c.display()
+                )));
+            }
+        }
         KernelSpec::Debian(_) => {}
     }
     Ok(())
 }
 
-/// The pre-boot check of a `path:` image for a topology
-/// ([`crate::kernel::preboot`]): `Err` (a usage error) names every option
-/// the guest lacks with the line that fixes it; `Ok(Some(note))` when the
-/// image's configuration could not be found (it boots, with the note).
-/// Definitions (`source:`) are checked when they are built, Debian's
-/// kernels have everything.
+/// The pre-boot check of a `path:` image, or of a `tree:` kernel's (its
+/// object directory's `.config`, kept beside the cached image), for a
+/// topology ([`crate::kernel::preboot`]): `Err` (a usage error) names
+/// every option the guest lacks with the line that fixes it;
+/// `Ok(Some(note))` when the image's configuration could not be found (it
+/// boots, with the note). Definitions (`source:`) are checked when they
+/// are built, Debian's kernels have everything.
 pub fn preboot(kernel: &ResolvedKernel, topology: &Topology) -> Result<Option<String>, Error> {
-    if kernel.origin != crate::kernelspec::KernelOrigin::Path {
+    use crate::kernelspec::KernelOrigin;
+    if !matches!(
+        kernel.origin,
+        KernelOrigin::Path | KernelOrigin::Tree { .. }
+    ) {
         return Ok(None);
     }
     preboot_image(&kernel.path, topology)

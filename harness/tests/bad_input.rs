@@ -26,13 +26,23 @@ const ROWS: &[Row] = &[
     Row { args: &["run", "--kernel", "debian:abc"], code: 2,
         message: r#"harness: error: kernel "debian:abc": expected a Debian kernel version such as debian:7.3.4, debian:7.3 or debian:7.3.4+deb13"# },
     Row { args: &["run", "--kernel", "foo:1"], code: 2,
-        message: r#"harness: error: kernel "foo:1": expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)"# },
+        message: r#"harness: error: kernel "foo:1": expected debian:<version> (e.g. debian:7.3.4), path:<bzImage>, source:<name> (kernels/<name>.yaml) or tree:<dir> (your kernel tree)"# },
     Row { args: &["run", "--kernel", "path:/nonexistent/bzImage"], code: 2,
         message: r#"harness: error: kernel "path:/nonexistent/bzImage": /nonexistent/bzImage is not a file"# },
     Row { args: &["run", "--kernel", "source:nonexistent"], code: 2,
         message: r#"no kernel definition "nonexistent" in "# },
     Row { args: &["run", "--kernel", "source:a/b"], code: 2,
         message: r#"harness: error: kernel "source:a/b": expected debian:<version>"# },
+    Row { args: &["run", "--kernel", "tree:/nonexistent"], code: 2,
+        message: r#"harness: error: kernel "tree:/nonexistent": /nonexistent: no such directory"# },
+    Row { args: &["run", "--kernel", "CONFIGURED"], code: 2,
+        message: "is configured in place (it has .config): the harness builds out of tree" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--kernel-config", "/nonexistent.config"], code: 2,
+        message: "harness: error: --kernel-config /nonexistent.config: only a tree:<dir> kernel is built from a config file" },
+    Row { args: &["run", "--kernel", "TREE", "--kernel-config", "/nonexistent.config"], code: 2,
+        message: "harness: error: --kernel-config /nonexistent.config: no such file" },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--kernel-config", "/nonexistent.config"], code: 2,
+        message: "harness: error: --kernel-config /nonexistent.config: only a tree:<dir> kernel is built from a config file, and no --kernel is one" },
     Row { args: &["run", "--kernel", "debian:7.3", "--suite", "typo"], code: 2,
         message: r#"harness: error: unknown suite "typo"; known suites: smoke, futex, none, fault-panic, fault-hang, fault-garbage, kselftest-futex, bench"# },
     Row { args: &["run", "--kernel", "debian:7.3", "--expect", "numa=2"], code: 2,
@@ -95,6 +105,17 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
     let matrix = concat!(env!("CARGO_MANIFEST_DIR"), "/../matrix.yaml");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("merged.xml");
+    // A kernel tree (the build tests' stand-in), and one configured in place.
+    let tree = format!(
+        "tree:{}",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kbuild/tree")
+    );
+    let configured = dir.path().join("configured");
+    std::fs::create_dir_all(&configured).unwrap();
+    for f in ["Makefile", "Kconfig", ".config"] {
+        std::fs::write(configured.join(f), "").unwrap();
+    }
+    let configured = format!("tree:{}", configured.display());
     let mut bad = Vec::new();
     assert!(ROWS.len() >= 20, "the issue asks for at least 20 rows");
     for row in ROWS {
@@ -104,6 +125,8 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
             .map(|a| match *a {
                 "MATRIX" => matrix,
                 "OUT" => out.to_str().unwrap(),
+                "TREE" => tree.as_str(),
+                "CONFIGURED" => configured.as_str(),
                 a => a,
             })
             .collect();

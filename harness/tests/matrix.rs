@@ -69,7 +69,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         // Validation errors (after parsing), placed at the entry or field.
         (
             "kernels:\n  - name: a\n    spec: debain:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
-            "m.yaml:3:5: kernel \"a\": kernel \"debain:7.3\": expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)",
+            "m.yaml:3:5: kernel \"a\": kernel \"debain:7.3\": expected debian:<version> (e.g. debian:7.3.4), path:<bzImage>, source:<name> (kernels/<name>.yaml) or tree:<dir> (your kernel tree)",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\n  - name: a\n    spec: debian:7.2\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
@@ -181,6 +181,30 @@ fn full_product_by_default_with_builtin_suites() {
         ]
     );
     assert!(!m.kernels[1].expect.private_hash && m.kernels[1].expect.prctl);
+}
+
+#[test]
+fn a_tree_kernel_is_a_kernel_spec_with_its_makefiles_version() {
+    let d = tempfile::tempdir().unwrap();
+    let tree = d.path().join("linux");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("Makefile"), "VERSION = 6\nPATCHLEVEL = 16\n").unwrap();
+    std::fs::write(tree.join("Kconfig"), "").unwrap();
+    let yaml = |spec: &str| {
+        format!("kernels:\n  - name: mine\n    spec: {spec}\ntopologies:\n  - name: t\n    nodes: [{{cpus: 1, mem: 1G}}]\n")
+    };
+    let m = parse(&yaml(&format!("tree:{}", tree.display()))).unwrap();
+    let k = &m.kernels[0];
+    assert!(matches!(k.spec, harness::kernelspec::KernelSpec::Tree(_)));
+    // 6.16's row: prctl, no private hash.
+    assert!(k.expect.prctl && !k.expect.private_hash, "{:?}", k.expect);
+    std::fs::write(tree.join(".config"), "").unwrap();
+    let e = parse(&yaml(&format!("tree:{}", tree.display()))).unwrap_err();
+    assert!(
+        e.starts_with("m.yaml:3:5: kernel \"mine\": kernel \"tree:"),
+        "{e}"
+    );
+    assert!(e.contains("configured in place"), "{e}");
 }
 
 /// `shares:` and `artifacts:` errors: serde's for types and unknown

@@ -38,8 +38,11 @@ fn infra(e: impl std::fmt::Display) -> BenchError {
 /// What `harness bench` was asked to do (the binary parses the command line).
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Kernel (`debian:<v>`, `source:<definition>` or `path:<bzImage>`); repeatable.
+    /// Kernel (`debian:<v>`, `source:<definition>`, `path:<bzImage>` or
+    /// `tree:<dir>`); repeatable.
     pub kernels: Vec<String>,
+    /// The config file the `tree:` kernels start from instead of tinyconfig.
+    pub kernel_config: Option<PathBuf>,
     /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
     pub topologies: Vec<String>,
     /// Built-in configuration set: standard, seed, numa (ignored with --config
@@ -79,6 +82,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             kernels: Vec::new(),
+            kernel_config: None,
             topologies: vec!["nodes=2,cpus=2,mem=512M".into()],
             set: None,
             configs: Vec::new(),
@@ -206,6 +210,25 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
             k.clone(),
             KernelSpec::parse(k).map_err(|e| BenchError::Usage(e.to_string()))?,
         ));
+    }
+    if let Some(file) = &a.kernel_config {
+        let trees: Vec<&mut KernelSpec> = kernels
+            .iter_mut()
+            .map(|(_, s)| s)
+            .filter(|s| matches!(s, KernelSpec::Tree(_)))
+            .collect();
+        if trees.is_empty() {
+            return Err(BenchError::Usage(format!(
+                "--kernel-config {}: only a tree:<dir> kernel is built from a config file, and no --kernel is one",
+                file.display()
+            )));
+        }
+        for s in trees {
+            *s = s
+                .clone()
+                .with_config(file)
+                .map_err(|e| BenchError::Usage(format!("--kernel-config {e}")))?;
+        }
     }
     // Every kernel and configuration checked before anything is fetched
     // or booted.

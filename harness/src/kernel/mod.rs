@@ -13,6 +13,7 @@ pub mod patch;
 pub mod preboot;
 pub mod source;
 pub mod spec;
+pub mod tree;
 pub mod virtiofs;
 
 // The apt format parsers are part of the archive client; the old path stays.

@@ -1,7 +1,9 @@
-//! Kernel specs as users write them: `debian:<version>`, `path:<bzImage>`
-//! or `source:<name>` (built from `kernels/<name>.yaml`).
+//! Kernel specs as users write them: `debian:<version>`, `path:<bzImage>`,
+//! `source:<name>` (built from `kernels/<name>.yaml`) or `tree:<dir>` (the
+//! user's own kernel tree, built as it is).
 
-use std::path::PathBuf;
+use crate::kernel::tree::{TreeSpec, TreeSpecError};
+use std::path::{Path, PathBuf};
 
 /// A parsed kernel spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,13 +14,16 @@ pub enum KernelSpec {
     Path(PathBuf),
     /// Built from source by the definition `kernels/<name>.yaml`.
     Source(String),
+    /// The user's own kernel tree, built as it is, out of tree
+    /// ([`crate::kernel::tree`]).
+    Tree(TreeSpec),
 }
 
 /// Errors in a kernel spec.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelSpecError {
     /// Not `kind:value`.
-    #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4), path:<bzImage> or source:<name> (kernels/<name>.yaml)")]
+    #[error("kernel {0:?}: expected debian:<version> (e.g. debian:7.3.4), path:<bzImage>, source:<name> (kernels/<name>.yaml) or tree:<dir> (your kernel tree)")]
     Malformed(String),
     /// `debian:` with something that is not a version.
     #[error("kernel {0:?}: expected a Debian kernel version such as debian:7.3.4, debian:7.3 or debian:7.3.4+deb13")]
@@ -31,6 +36,25 @@ pub enum KernelSpecError {
         /// The path.
         path: PathBuf,
     },
+    /// A `tree:` that cannot be built out of tree.
+    #[error("kernel {spec:?}: {why}")]
+    Tree {
+        /// The spec.
+        spec: String,
+        /// Why.
+        why: TreeSpecError,
+    },
+}
+
+/// A config file for a kernel that cannot take it (`--kernel-config`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KernelConfigError {
+    /// Not a file.
+    #[error("{}: no such file", .0.display())]
+    NoSuchFile(PathBuf),
+    /// Only a `tree:` kernel is built with a config file.
+    #[error("{}: only a tree:<dir> kernel is built from a config file", .0.display())]
+    NotATree(PathBuf),
 }
 
 impl KernelSpec {
@@ -50,6 +74,12 @@ impl KernelSpec {
             Some(("source", n)) if crate::kernel::definition::valid_name(n) => {
                 Ok(KernelSpec::Source(n.into()))
             }
+            Some(("tree", d)) if !d.is_empty() => TreeSpec::parse(Path::new(d))
+                .map(KernelSpec::Tree)
+                .map_err(|why| KernelSpecError::Tree {
+                    spec: s.into(),
+                    why,
+                }),
             Some(("path", p)) if !p.is_empty() => {
                 let path = PathBuf::from(p);
                 if path.is_file() {
@@ -65,12 +95,31 @@ impl KernelSpec {
         }
     }
 
-    /// The upstream version this spec names, when it says (for default expectations).
+    /// The upstream version this spec names, when it says (for default
+    /// expectations): a Debian version, a tree's top Makefile.
     pub fn version(&self) -> Option<&str> {
         match self {
             KernelSpec::Debian(v) => Some(v),
+            KernelSpec::Tree(t) => t.version.as_deref(),
             KernelSpec::Path(_) | KernelSpec::Source(_) => None,
         }
+    }
+
+    /// This `tree:` kernel built from the config file `file` instead of
+    /// tinyconfig (`--kernel-config`): the file must exist, and only a
+    /// `tree:` kernel takes one.
+    pub fn with_config(self, file: &Path) -> Result<KernelSpec, KernelConfigError> {
+        let KernelSpec::Tree(tree) = self else {
+            return Err(KernelConfigError::NotATree(file.into()));
+        };
+        if !file.is_file() {
+            return Err(KernelConfigError::NoSuchFile(file.into()));
+        }
+        let config = std::path::absolute(file).unwrap_or_else(|_| file.into());
+        Ok(KernelSpec::Tree(TreeSpec {
+            config: Some(config),
+            ..tree
+        }))
     }
 }
 
@@ -125,6 +174,51 @@ mod tests {
     }
 
     #[test]
+    fn tree_specs_are_checked_when_parsed() {
+        let d = tempfile::tempdir().unwrap();
+        let e = KernelSpec::parse(&format!("tree:{}/none", d.path().display())).unwrap_err();
+        assert!(e.to_string().contains("none: no such directory"), "{e}");
+        let file = d.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let e = KernelSpec::parse(&format!("tree:{}", file.display())).unwrap_err();
+        assert!(
+            e.to_string().contains("is a file, not a kernel tree"),
+            "{e}"
+        );
+        assert!(KernelSpec::parse("tree:").is_err());
+        let tree = d.path().join("linux");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(tree.join("Makefile"), "VERSION = 7\nPATCHLEVEL = 3\n").unwrap();
+        std::fs::write(tree.join("Kconfig"), "").unwrap();
+        let spec = KernelSpec::parse(&format!("tree:{}", tree.display())).unwrap();
+        assert_eq!(spec.version(), Some("7.3"));
+        std::fs::create_dir_all(tree.join("arch/x86/include/generated")).unwrap();
+        let e = KernelSpec::parse(&format!("tree:{}", tree.display())).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.starts_with("kernel \"tree:"), "{msg}");
+        assert!(
+            msg.contains("configured in place (it has arch/x86/include/generated)"),
+            "{msg}"
+        );
+        assert!(msg.contains("make mrproper"), "{msg}");
+        std::fs::remove_dir_all(tree.join("arch")).unwrap();
+
+        // A config file: only for a tree, and only one that exists.
+        let cfg = d.path().join("my.config");
+        assert_eq!(
+            spec.clone().with_config(&cfg),
+            Err(KernelConfigError::NoSuchFile(cfg.clone()))
+        );
+        std::fs::write(&cfg, "CONFIG_X=y\n").unwrap();
+        let KernelSpec::Tree(t) = spec.with_config(&cfg).unwrap() else {
+            panic!("a tree")
+        };
+        assert_eq!(t.config, Some(cfg.clone()));
+        let e = KernelSpec::parse("debian:7.3").unwrap().with_config(&cfg);
+        assert_eq!(e, Err(KernelConfigError::NotATree(cfg)));
+    }
+
+    #[test]
     fn bzimage_check_refuses_garbage_and_truncated_images() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("img");
@@ -172,6 +266,12 @@ pub struct ResolvedKernel {
 pub enum KernelOrigin {
     /// A local file (`path:`); its `.config`, if any, lies beside it.
     Path,
+    /// Built from the user's tree (`tree:`); the cache keeps its
+    /// `.config` (as `config`), `meta.json` and `vmlinux` beside the image.
+    Tree {
+        /// The tree, canonical.
+        dir: PathBuf,
+    },
     /// Built from a definition (`source:`); the cache keeps its `.config`
     /// beside the image.
     Source,
@@ -226,6 +326,9 @@ pub enum ResolveError {
     /// Building a kernel from source.
     #[error(transparent)]
     Build(#[from] crate::kernel::build::BuildError),
+    /// Building the user's tree.
+    #[error(transparent)]
+    Tree(#[from] crate::kernel::tree::TreeError),
     /// The build produced no image.
     #[error("kernel source:{0}: the build produced no image")]
     NoImage(String),
@@ -243,12 +346,17 @@ impl ResolveError {
     /// Whether the user's input is at fault (no such version or
     /// definition, not a kernel image) rather than the host or network.
     pub fn is_usage(&self) -> bool {
-        matches!(
-            self,
-            ResolveError::BadImage { .. }
-                | ResolveError::Definition(_)
-                | ResolveError::Debian(crate::kernel::debian::DebianError::UnknownVersion { .. })
-        )
+        match self {
+            ResolveError::Tree(e) => e.is_usage(),
+            _ => matches!(
+                self,
+                ResolveError::BadImage { .. }
+                    | ResolveError::Definition(_)
+                    | ResolveError::Debian(
+                        crate::kernel::debian::DebianError::UnknownVersion { .. }
+                    )
+            ),
+        }
     }
 }
 
@@ -286,14 +394,15 @@ pub fn check_bzimage(path: &std::path::Path) -> Result<(), String> {
 }
 
 /// Gets the image for a spec: a local file as is, Debian's package
-/// (fetched, verified and cached), or a definition built from source (a
-/// cache hit when nothing changed). Blocking: call from a blocking thread.
+/// (fetched, verified and cached), a definition built from source or the
+/// user's tree built as it is (each a cache hit when nothing changed).
+/// Blocking: call from a blocking thread.
 pub fn resolve(
     spec: &KernelSpec,
     mirror: Option<&str>,
     progress: &mut dyn FnMut(crate::kernel::debian::Progress),
 ) -> Result<ResolvedKernel, ResolveError> {
-    use crate::kernel::{build, cache::Cache, debian::DebianMirror, definition};
+    use crate::kernel::{build, cache::Cache, debian::DebianMirror, definition, tree};
     match spec {
         KernelSpec::Path(p) => {
             check_bzimage(p).map_err(|why| ResolveError::BadImage {
@@ -337,6 +446,23 @@ pub fn resolve(
                 version: def.version.clone(),
                 expect: def.expect.clone(),
                 origin: KernelOrigin::Source,
+            })
+        }
+        KernelSpec::Tree(t) => {
+            let def = definition::load(&definition::kernels_dir()?, tree::DEFINITION)?;
+            let built = tree::build(
+                t,
+                &def,
+                &Cache::from_env()?,
+                &build::BuildOptions::default(),
+                &|m| eprintln!("harness: {m}"),
+            )?;
+            Ok(ResolvedKernel {
+                path: built.image,
+                version: built.version,
+                description: built.description,
+                expect: None,
+                origin: KernelOrigin::Tree { dir: t.dir.clone() },
             })
         }
         KernelSpec::Debian(v) => {

@@ -1,7 +1,7 @@
 //! Whether a kernel can mount virtiofs, and with which modules: Debian's
 //! kernels from their own packages (the virtiofs modules, see
-//! [`super::modules`]), `source:` and `path:` kernels from the `.config`
-//! beside the image. A fact about the kernel; what to share is
+//! [`super::modules`]), `source:`, `tree:` and `path:` kernels from the
+//! `.config` beside the image. A fact about the kernel; what to share is
 //! [`crate::share`]'s business.
 
 use super::cache::Cache;
@@ -37,14 +37,16 @@ pub enum KernelSupport {
 /// carried (the archive's index and the image package are not looked at
 /// again; may download the small `linux-base-<abi>` package, or its
 /// modules, from the mirror `mirror` names or the one discovered);
-/// `source:` and `path:` kernels from the `.config` beside the image
-/// ([`image_support`]).
+/// `source:`, `tree:` and `path:` kernels from the `.config` beside the
+/// image ([`image_support`]; a tree's is its object directory's, copied).
 pub fn support(kernel: &ResolvedKernel, mirror: Option<&str>) -> KernelSupport {
     match &kernel.origin {
         KernelOrigin::Debian { abi, package } => {
             debian_modules(mirror, |_, _| Ok((abi.clone(), package.clone())))
         }
-        KernelOrigin::Path | KernelOrigin::Source => image_support(&kernel.path),
+        KernelOrigin::Path | KernelOrigin::Source | KernelOrigin::Tree { .. } => {
+            image_support(&kernel.path)
+        }
     }
 }
 
@@ -65,7 +67,7 @@ pub fn debian_support(mirror: Option<&str>, version: &str) -> KernelSupport {
 pub fn support_for(kernel: &KernelSpec, image: &Path, mirror: Option<&str>) -> KernelSupport {
     match kernel {
         KernelSpec::Debian(version) => debian_support(mirror, version),
-        KernelSpec::Path(_) | KernelSpec::Source(_) => image_support(image),
+        KernelSpec::Path(_) | KernelSpec::Source(_) | KernelSpec::Tree(_) => image_support(image),
     }
 }
 

@@ -35,7 +35,7 @@ pub struct RawMatrix {
 pub struct RawKernel {
     /// Name used in cell names and filters.
     pub name: String,
-    /// Kernel spec: `debian:<ver>`, `source:<name>`, `path:<bzImage>`.
+    /// Kernel spec: `debian:<ver>`, `source:<name>`, `path:<bzImage>`, `tree:<dir>`.
     pub spec: String,
     /// Expected features (docs/futex-abi.md section 4). Keys left out default to
     /// the version table when the spec names a version.

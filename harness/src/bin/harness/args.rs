@@ -113,9 +113,15 @@ impl MergeArgs {
 /// `harness bench`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BenchArgs {
-    /// Kernel (`debian:<v>`, `source:<definition>` or `path:<bzImage>`); repeatable.
+    /// Kernel (`debian:<v>`, `source:<definition>`, `path:<bzImage>` or
+    /// `tree:<dir>`); repeatable.
     #[arg(long = "kernel", required = true)]
     pub kernels: Vec<String>,
+    /// The `tree:` kernels start their config from FILE instead of
+    /// tinyconfig (the guest fragment merged over it, the required options
+    /// checked).
+    #[arg(long, value_name = "FILE")]
+    pub kernel_config: Option<PathBuf>,
     /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
     #[arg(long = "topology", default_value = "nodes=2,cpus=2,mem=512M")]
     pub topologies: Vec<String>,
@@ -169,6 +175,7 @@ impl BenchArgs {
     pub fn request(self) -> bench::Options {
         bench::Options {
             kernels: self.kernels,
+            kernel_config: self.kernel_config,
             topologies: self.topologies,
             set: self.set,
             configs: self.configs,

@@ -102,9 +102,16 @@ enum JunitCommand {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Kernel: `debian:<version>` (Debian's prebuilt cloud kernel) or `path:<bzImage>`.
+    /// Kernel: `debian:<version>` (Debian's prebuilt cloud kernel),
+    /// `path:<bzImage>`, `source:<name>` (kernels/<name>.yaml) or
+    /// `tree:<dir>` (your kernel tree, built as it is, out of tree).
     #[arg(long)]
     kernel: String,
+    /// With a `tree:` kernel: start its config from FILE instead of
+    /// tinyconfig (the guest fragment is merged over it, the required
+    /// options checked).
+    #[arg(long, value_name = "FILE")]
+    kernel_config: Option<PathBuf>,
     /// Topology: `nodes=N,cpus=C,mem=SIZE[,distance=D]` (C vCPUs and SIZE memory per node).
     #[arg(long, default_value = "nodes=1,cpus=2,mem=512M")]
     topology: String,
@@ -298,7 +305,12 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
 async fn run(args: RunArgs) -> Result<u8, Error> {
     // Everything the command line says, checked before the host is touched.
     let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
-    let kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
+    let mut kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
+    if let Some(file) = &args.kernel_config {
+        kernel = kernel
+            .with_config(file)
+            .map_err(|e| Error::usage(format!("--kernel-config {e}")))?;
+    }
     harness::planner::check_kernel(&kernel)?;
     // A `path:` image is checked against the topology before anything
     // else (the note, when it has no config, is said once the run starts).
@@ -350,6 +362,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         .kernel(&args.kernel, &kernel, &mut reporters, Some(download_bar()))
         .await
         .map_err(harness::planner::resolve_error)?;
+    // A tree's configuration exists only now that it is built.
+    if let KernelSpec::Tree(_) = &kernel {
+        if let Some(note) = harness::planner::preboot(&resolved, &topology)? {
+            reporters.step(&note)?;
+        }
+    }
     let expect = resolved
         .expectations(args.expect.as_deref())
         .map_err(|e| Error::usage(format!("--expect: {e}")))?;

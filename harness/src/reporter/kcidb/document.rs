@@ -358,7 +358,7 @@ impl<'a> Builder<'a> {
                     "comment",
                     Some(text(&f.description, MAX_TEXT)).filter(|d| !d.is_empty()),
                 );
-                if f.kind == "source" {
+                if f.kind == "source" || f.kind == "tree" {
                     put(&mut b, "duration", f.build_seconds);
                     put(&mut b, "start_time", f.build_started.and_then(timestamp));
                     if let (Some(base), Some(log)) = (&self.opts.log_base_url, &f.build_log) {

@@ -1,8 +1,9 @@
 //! A resolved kernel's [`KernelFacts`]: what the KCIDB document says of its
 //! checkout and build, read once per cell from what resolving left behind
-//! (Debian's package names; a definition's `meta.json` and `config` beside
-//! its cached image; a local file's SHA-256 and `.config`). Nothing is
-//! fetched or built here; what cannot be read is left out.
+//! (Debian's package names; a definition's or a tree's `meta.json` and
+//! `config` beside its cached image; a local file's SHA-256 and
+//! `.config`). Nothing is fetched or built here; what cannot be read is
+//! left out.
 
 use crate::events::{KernelFacts, PatchFacts};
 use crate::kernelspec::{KernelOrigin, ResolvedKernel};
@@ -25,6 +26,7 @@ pub fn kernel_facts(label: &str, kernel: &ResolvedKernel) -> KernelFacts {
             f.tree_name = Some("debian".into());
         }
         KernelOrigin::Source => source_facts(label, &kernel.path, &mut f),
+        KernelOrigin::Tree { dir } => tree_facts(dir, &kernel.path, &mut f),
         KernelOrigin::Path => {
             f.kind = "path".into();
             let sha = crate::kernel::cache::sha256_file(&kernel.path).unwrap_or_default();
@@ -140,6 +142,35 @@ fn source_facts(label: &str, image: &Path, f: &mut KernelFacts) {
     }
 }
 
+/// A tree's image lives at `kbuild/images/tree-<id>/<key>/bzImage` with a
+/// `meta.json` of a definition's shape (`inputs.base` is `git:<HEAD>`,
+/// `inputs.patches` the files changed over it); the checkout is that
+/// commit only when nothing was changed.
+fn tree_facts(dir: &Path, image: &Path, f: &mut KernelFacts) {
+    source_facts("", image, f);
+    f.kind = "tree".into();
+    let key = image
+        .parent()
+        .and_then(|d| d.file_name())
+        .map(|k| k.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    f.build = format!("tree:{}@{key}", dir.display());
+    let meta: serde_json::Value = image
+        .parent()
+        .and_then(|d| std::fs::read(d.join("meta.json")).ok())
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    f.config = meta["config"]
+        .as_str()
+        .map_or_else(|| crate::kernel::tree::DEFINITION.to_string(), String::from);
+    if !f.patches.is_empty() {
+        f.git_commit = None;
+    }
+    if f.source.is_empty() {
+        f.source = format!("tree:{}", dir.display());
+    }
+}
+
 /// `CONFIG_CC_VERSION_TEXT` of a kernel `.config`: the compiler that built it.
 fn config_compiler(config: &Path) -> Option<String> {
     let text = std::fs::read_to_string(config).ok()?;
@@ -212,6 +243,47 @@ mod tests {
             f.build_log.as_deref(),
             Some("7.3-immutable/abc123/build.log")
         );
+    }
+
+    #[test]
+    fn a_tree_build_names_its_tree_and_commit_only_when_unchanged() {
+        let d = tempfile::tempdir().unwrap();
+        let key_dir = d.path().join("kbuild/images/tree-0123456789abcdef/k1");
+        std::fs::create_dir_all(&key_dir).unwrap();
+        std::fs::write(key_dir.join("bzImage"), b"x").unwrap();
+        let head = "ab".repeat(20);
+        let meta = |patches: serde_json::Value| {
+            serde_json::json!({
+                "key": "k1", "build_seconds": 12.0, "config": "7.3 (tinyconfig + fragments)",
+                "inputs": {"base": format!("git:{head}"), "patches": patches,
+                           "toolchain": ["gcc (Debian 12.2.0-14) 12.2.0", "GNU ld 2.40"]},
+            })
+            .to_string()
+        };
+        std::fs::write(key_dir.join("meta.json"), meta(serde_json::json!([]))).unwrap();
+        let k = resolved(
+            &key_dir.join("bzImage"),
+            KernelOrigin::Tree {
+                dir: "/src/linux".into(),
+            },
+        );
+        let f = kernel_facts("tree:/src/linux", &k);
+        assert_eq!(f.kind, "tree");
+        assert_eq!(f.build, "tree:/src/linux@k1");
+        assert_eq!(f.source, format!("git:{head}"));
+        assert_eq!(f.git_commit.as_deref(), Some(head.as_str()));
+        assert_eq!(f.config, "7.3 (tinyconfig + fragments)");
+        assert_eq!(f.build_seconds, Some(12.0));
+        assert_eq!(
+            f.build_log.as_deref(),
+            Some("tree-0123456789abcdef/k1/build.log")
+        );
+        // Changed files: the commit is not what was built.
+        let changed = serde_json::json!([["kernel/futex/core.c", "cd".repeat(32)]]);
+        std::fs::write(key_dir.join("meta.json"), meta(changed)).unwrap();
+        let f = kernel_facts("tree:/src/linux", &k);
+        assert_eq!(f.git_commit, None);
+        assert_eq!(f.patches[0].name, "kernel/futex/core.c");
     }
 
     #[test]
