@@ -3,6 +3,9 @@
 //! (no kernel is built). The real end to end (a kernel tree with a futex
 //! regression) runs only with `HARNESS_BISECT_E2E=1` (see docs/bisect.md).
 
+#[allow(dead_code)] // the VM tests' helpers; this file uses one
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -598,24 +601,10 @@ fn linux_repo(
     t: &Path,
     plant: &dyn Fn(&Path) -> &'static str,
 ) -> (PathBuf, PathBuf, String, Vec<String>) {
-    use harness::kernel::{cache::Cache, definition, source};
-    let dir = definition::kernels_dir().unwrap();
-    let def = definition::load(&dir, "7.3").unwrap();
-    let cache = Cache::from_env().unwrap();
-    let mirror = || harness::kernel::debian::DebianMirror::discover(None);
-    let base = source::prepare(&def.base, &cache, &mirror, &|m| eprintln!("{m}")).unwrap();
     let out = t.join("b");
     let tree = out.join("src");
     std::fs::create_dir_all(&out).unwrap();
-    let status = Command::new("git")
-        .args(["clone", "-q", "--shared", "--no-checkout"])
-        .arg(&base.repo)
-        .arg(&tree)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    git(&tree, &["checkout", "-q", "-B", "main", &base.commit]);
-    let good = git(&tree, &["rev-parse", "HEAD"]);
+    let good = common::linux_73_clone(&tree);
     let mut ids = Vec::new();
     for i in 0..5 {
         if i == 2 {

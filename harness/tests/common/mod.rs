@@ -184,3 +184,26 @@ pub fn results_schema_errors(doc: &serde_json::Value) -> Vec<String> {
         .map(|e| format!("{}: {e}", e.instance_path()))
         .collect()
 }
+
+/// Debian's 7.3 source — the `7.3` definition's base, a commit of the
+/// cache's `kbuild/git/bases.git` (imported once: downloads
+/// `linux-source-7.3` the first time) — as a git work tree of its own at
+/// `dest` (`git clone --shared`: the objects stay in the cache), on a
+/// branch `main` at that commit. Returns the commit.
+#[allow(dead_code)]
+pub fn linux_73_clone(dest: &Path) -> String {
+    use harness::kernel::{cache::Cache, definition, source};
+    use std::process::Command;
+    let def = definition::load(&definition::kernels_dir().unwrap(), "7.3").unwrap();
+    let cache = Cache::from_env().unwrap();
+    let mirror = || harness::kernel::debian::DebianMirror::discover(None);
+    let base = source::prepare(&def.base, &cache, &mirror, &|m| eprintln!("{m}")).unwrap();
+    let git = |args: &[&str]| {
+        let status = Command::new("git").args(args).status().unwrap();
+        assert!(status.success(), "git {args:?}");
+    };
+    let (repo, dest_s) = (base.repo.to_str().unwrap(), dest.to_str().unwrap());
+    git(&["clone", "-q", "--shared", "--no-checkout", repo, dest_s]);
+    git(&["-C", dest_s, "checkout", "-q", "-B", "main", &base.commit]);
+    base.commit
+}
