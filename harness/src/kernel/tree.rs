@@ -310,9 +310,12 @@ pub fn build(
     let hit = || {
         let key = key.as_deref()?;
         let image = cache.path(build::images_rel(&name).join(key).join("bzImage"));
-        // Used now: the newest, so pruning keeps it.
-        let touched = File::open(&image).and_then(|f| f.set_modified(SystemTime::now()));
-        touched.ok().map(|()| done(image, key, true, Vec::new()))
+        if !image.is_file() {
+            return None;
+        }
+        // Used now: the newest, so pruning keeps it (best effort).
+        let _ = File::open(&image).and_then(|f| f.set_modified(SystemTime::now()));
+        Some(done(image, key, true, Vec::new()))
     };
     if let Some(built) = hit() {
         return Ok(built);
