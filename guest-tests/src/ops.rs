@@ -98,6 +98,43 @@ pub const fn err(e: i32) -> Res {
     Err(Errno(e))
 }
 
+/// `FUTEX2_SIZE_U32 | FUTEX2_PRIVATE`: the flags of a private futex2 word.
+pub const U32P: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE;
+/// `FUTEX_BITSET_MATCH_ANY` as a syscall argument.
+pub const ANY: u64 = sys::FUTEX_BITSET_MATCH_ANY;
+/// `FUTEX_BITSET_MATCH_ANY` as a waiter's bitset in [`Queue`].
+pub const ANY32: u32 = u32::MAX;
+/// The syscall a `futex(2)` waiter sleeps in.
+pub const SC_FUTEX: i64 = libc::SYS_futex;
+/// The syscall a futex2 `futex_wait` waiter sleeps in.
+pub const SC_WAIT2: i64 = sys::nr::FUTEX_WAIT;
+/// The syscall a `futex_waitv` waiter sleeps in.
+pub const SC_WAITV: i64 = sys::nr::FUTEX_WAITV;
+/// `EAGAIN` (`EWOULDBLOCK`) as a syscall result.
+pub const EAGAIN: Res = err(libc::EAGAIN);
+/// `EFAULT` as a syscall result.
+pub const EFAULT: Res = err(libc::EFAULT);
+/// `ENOSYS` as a syscall result.
+pub const ENOSYS: Res = err(libc::ENOSYS);
+/// `ETIMEDOUT` as a syscall result.
+pub const ETIMEDOUT: Res = err(libc::ETIMEDOUT);
+/// `EINTR` as a syscall result.
+pub const EINTR: Res = err(libc::EINTR);
+/// `EPERM` as a syscall result.
+pub const EPERM: Res = err(libc::EPERM);
+/// `EDEADLK` as a syscall result.
+pub const EDEADLK: Res = err(libc::EDEADLK);
+/// `ESRCH` as a syscall result.
+pub const ESRCH: Res = err(libc::ESRCH);
+
+/// Checks a futex word's exact value.
+pub fn ensure_word(what: &str, w: &AtomicU32, want: u32) -> Check {
+    let got = w.load(Ordering::SeqCst);
+    ensure(got == want, || {
+        format!("{what}: the word is {got:#x}, expected {want:#x}")
+    })
+}
+
 /// Raw `futex(uaddr, op, val, timeout-or-val2, uaddr2, val3)`, every
 /// argument a full register so truncation by the kernel is visible.
 pub fn futex(uaddr: u64, op: u32, val: u64, val2: u64, uaddr2: u64, val3: u64) -> Res {
@@ -239,6 +276,13 @@ pub fn timed(f: impl FnOnce() -> Res) -> (Res, Duration) {
     let start = Instant::now();
     let r = f();
     (r, start.elapsed())
+}
+
+/// CLOCK_MONOTONIC now as a span: what a relative reading of an absolute
+/// "now" would wait.
+pub fn uptime() -> Duration {
+    let t = now(libc::CLOCK_MONOTONIC);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 /// The timeout of the ETIMEDOUT cases: long enough to tell "waited" from

@@ -24,37 +24,23 @@
 //! - `signal-sa-restart`: with SA_RESTART WAIT without timeout, futex_wait and futex_waitv restart; WAIT with a timeout is EINTR.
 
 use guest_tests::cases::{main as run, Case, Ctx};
-use guest_tests::hash::{self, done, ensure, ensure_res, Res, EINVAL};
+use guest_tests::hash::{self, done, ensure, ensure_res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
     self, addr, encode_op, ensure_expired, ensure_waited, err, futex, install_handler, interrupt,
-    now, op::*, plus, span, timed, ts, wait2, wake2, wake_private, word, Page, Waiters,
-    KERNEL_ADDR, TIMEOUT,
+    now, op::*, plus, span, timed, ts, uptime, wait2, wake2, wake_private, word, Page, Waiters,
+    ANY, EAGAIN, EFAULT, EINTR, ENOSYS, ETIMEDOUT, KERNEL_ADDR, SC_FUTEX, SC_WAIT2, SC_WAITV,
+    TIMEOUT, U32P,
 };
-use guest_tests::sys::{self, FutexWaitv, FUTEX2_PRIVATE, FUTEX2_SIZE_U32};
+use guest_tests::sys::{self, FutexWaitv, FUTEX2_SIZE_U32};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const P: u32 = PRIVATE;
-const U32P: u32 = FUTEX2_SIZE_U32 | FUTEX2_PRIVATE;
-const ANY: u64 = sys::FUTEX_BITSET_MATCH_ANY;
-const SC_FUTEX: i64 = libc::SYS_futex;
-const SC_WAIT2: i64 = sys::nr::FUTEX_WAIT;
-const SC_WAITV: i64 = sys::nr::FUTEX_WAITV;
-const EAGAIN: Res = err(libc::EAGAIN);
-const EFAULT: Res = err(libc::EFAULT);
-const ENOSYS: Res = err(libc::ENOSYS);
-const ETIMEDOUT: Res = err(libc::ETIMEDOUT);
-const EINTR: Res = err(libc::EINTR);
 const MONO: libc::clockid_t = libc::CLOCK_MONOTONIC;
 const REAL: libc::clockid_t = libc::CLOCK_REALTIME;
 /// Page 0 is never mapped: as a timespec pointer, EFAULT.
 const BAD_PTR: u64 = 8;
-
-fn uptime() -> Duration {
-    let t = now(MONO);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
 
 fn wait_eagain(_: &Ctx) -> Outcome {
     done((|| {

@@ -18,23 +18,17 @@
 //! - `requeue-pi-waiter-refuses-plain-ops`: a WAIT_REQUEUE_PI waiter: FUTEX_WAKE and CMP_REQUEUE -> EINVAL, CMP_REQUEUE_PI to another uaddr2 -> EINVAL, to its own takes the free PI word for it.
 
 use guest_tests::cases::{main as run, scaled, Case, Ctx};
-use guest_tests::hash::{self, done, ensure, ensure_res, skip, Check, Res, Worker, EINVAL};
+use guest_tests::hash::{self, done, ensure_res, skip, Check, Res, Worker, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    addr, encode_op, ensure_expired, ensure_waited, err, futex, install_handler, interrupt,
-    mutated, now, op::*, plus, timed, ts, wake_private, word, Page, Waiters, ALL, KERNEL_ADDR,
-    OWNER_DIED, TIMEOUT, WAITERS,
+    addr, encode_op, ensure_expired, ensure_waited, ensure_word, futex, install_handler, interrupt,
+    mutated, now, op::*, plus, timed, ts, wake_private, word, Page, Waiters, ALL, EAGAIN, EDEADLK,
+    EFAULT, EPERM, ESRCH, KERNEL_ADDR, OWNER_DIED, SC_FUTEX, TIMEOUT, WAITERS,
 };
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const P: u32 = PRIVATE;
-const SC_FUTEX: i64 = libc::SYS_futex;
-const EDEADLK: Res = err(libc::EDEADLK);
-const EPERM: Res = err(libc::EPERM);
-const EFAULT: Res = err(libc::EFAULT);
-const ESRCH: Res = err(libc::ESRCH);
-const EAGAIN: Res = err(libc::EAGAIN);
 /// A TID above PID_MAX_LIMIT (4M): no task has it.
 const NO_TID: u32 = 0x3fff_fff0;
 
@@ -44,13 +38,6 @@ fn pi(w: u64, o: u32) -> Res {
 
 fn me() -> u32 {
     hash::gettid() as u32
-}
-
-fn ensure_word(what: &str, w: &AtomicU32, want: u32) -> Check {
-    let got = w.load(Ordering::SeqCst);
-    ensure(got == want, || {
-        format!("{what}: the word is {got:#x}, expected {want:#x}")
-    })
 }
 
 /// FUTEX_WAITERS as the kernel sets it for a contended lock.

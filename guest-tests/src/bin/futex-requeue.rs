@@ -25,23 +25,15 @@ use guest_tests::cases::{main as run, Case, Ctx};
 use guest_tests::hash::{done, ensure_res, Check, Res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    self, addr, ensure_expired, ensure_waited, ensure_wake, err, futex, mutated, now, op::*, plus,
-    requeue_raw, timed, ts, wait2, waitv_raw, wake_private, word, Page, Queue, Waiters, ALL,
-    KERNEL_ADDR, TIMEOUT,
+    self, addr, ensure_expired, ensure_waited, ensure_wake, futex, mutated, now, op::*, plus,
+    requeue_raw, timed, ts, uptime, wait2, waitv_raw, wake_private, word, Page, Queue, Waiters,
+    ALL, ANY, ANY32, EAGAIN, EFAULT, KERNEL_ADDR, SC_FUTEX, SC_WAIT2, SC_WAITV, TIMEOUT, U32P,
 };
 use guest_tests::sys::{self, FutexWaitv, FUTEX2_PRIVATE, FUTEX2_SIZE_U32};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const P: u32 = PRIVATE;
-const U32P: u32 = FUTEX2_SIZE_U32 | FUTEX2_PRIVATE;
-const ANY: u64 = sys::FUTEX_BITSET_MATCH_ANY;
-const ANY32: u32 = u32::MAX;
-const SC_FUTEX: i64 = libc::SYS_futex;
-const SC_WAIT2: i64 = sys::nr::FUTEX_WAIT;
-const SC_WAITV: i64 = sys::nr::FUTEX_WAITV;
-const EAGAIN: Res = err(libc::EAGAIN);
-const EFAULT: Res = err(libc::EFAULT);
 const MONO: libc::clockid_t = libc::CLOCK_MONOTONIC;
 const REAL: libc::clockid_t = libc::CLOCK_REALTIME;
 
@@ -657,11 +649,10 @@ fn waitv_timeout_clocks(_: &Ctx) -> Outcome {
             timed(|| sys::futex_waitv(&v, 0, Some(&plus(now(MONO), ten)), REAL)),
             ten,
         )?;
-        let up = now(MONO);
         ensure_expired(
             "futex_waitv until CLOCK_MONOTONIC now (absolute, not relative)",
             timed(|| sys::futex_waitv(&v, 0, Some(&now(MONO)), MONO)),
-            Duration::new(up.tv_sec as u64, up.tv_nsec as u32),
+            uptime(),
         )
     })())
 }

@@ -24,26 +24,18 @@
 //! - `futex2-wake-validation`: futex_wake's flag, size, mask, alignment and address errnos; flags is an unsigned int.
 
 use guest_tests::cases::{main as run, Case, Ctx};
-use guest_tests::hash::{done, ensure, ensure_res, skip, Check, Res, EINVAL};
+use guest_tests::hash::{done, ensure_res, skip, Check, Res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    self, addr, encode_op, ensure_wake, err, futex, mutated, op::*, span, ts, wait2, wake2,
-    wake_private, word, Page, Queue, Waiters, ALL, KERNEL_ADDR,
+    self, addr, encode_op, ensure_wake, ensure_word, futex, mutated, op::*, span, ts, wait2, wake2,
+    wake_private, word, Page, Queue, Waiters, ALL, ANY, ANY32, EAGAIN, EFAULT, ENOSYS, ETIMEDOUT,
+    KERNEL_ADDR, SC_FUTEX, SC_WAIT2, U32P,
 };
-use guest_tests::sys::{self, FUTEX2_PRIVATE, FUTEX2_SIZE_U32};
+use guest_tests::sys::{self};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const P: u32 = PRIVATE;
-const U32P: u32 = FUTEX2_SIZE_U32 | FUTEX2_PRIVATE;
-const ANY: u64 = sys::FUTEX_BITSET_MATCH_ANY;
-const ANY32: u32 = u32::MAX;
-const SC_FUTEX: i64 = libc::SYS_futex;
-const SC_WAIT2: i64 = sys::nr::FUTEX_WAIT;
-const EFAULT: Res = err(libc::EFAULT);
-const ENOSYS: Res = err(libc::ENOSYS);
-const EAGAIN: Res = err(libc::EAGAIN);
-const ETIMEDOUT: Res = err(libc::ETIMEDOUT);
 
 fn private_flag_selects_key(_: &Ctx) -> Outcome {
     done((|| {
@@ -321,13 +313,6 @@ fn bitset_futex2_and_legacy(_: &Ctx) -> Outcome {
 /// (arg4) on `w2` if the comparison holds.
 fn wake_op(w1: u64, w2: u64, nr_wake: u64, nr_wake2: u64, encoded: u64) -> Res {
     futex(w1, WAKE_OP | P, nr_wake, nr_wake2, w2, encoded)
-}
-
-fn ensure_word(what: &str, w: &AtomicU32, want: u32) -> Check {
-    let got = w.load(Ordering::SeqCst);
-    ensure(got == want, || {
-        format!("{what}: the word is {got:#x}, expected {want:#x}")
-    })
 }
 
 fn wake_op_ops(_: &Ctx) -> Outcome {
