@@ -17,6 +17,7 @@ pub mod hash;
 pub mod init;
 pub mod ktap;
 pub mod numa;
+pub mod ops;
 pub mod plan;
 pub mod sys;
 pub mod topology;

@@ -19,6 +19,7 @@ impl std::fmt::Display for Errno {
             libc::EPERM => "EPERM",
             libc::EINTR => "EINTR",
             libc::ESRCH => "ESRCH",
+            libc::EDEADLK => "EDEADLK",
             _ => return write!(f, "errno {}", self.0),
         };
         write!(f, "{name}")

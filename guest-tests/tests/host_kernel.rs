@@ -48,19 +48,28 @@ impl Outcome {
 }
 
 fn run(binary: &str, expect: Option<&str>) -> Outcome {
+    let args: Vec<&str> = expect.map(|e| vec!["--expect", e]).unwrap_or_default();
+    run_with(binary, &args, None)
+}
+
+/// Runs `binary` with `args`, and `env` (a name and value) set for it and
+/// its case processes.
+fn run_with(binary: &str, args: &[&str], env: Option<(&str, &str)>) -> Outcome {
     assert!(
         guest_tests::binaries::futex().any(|b| b == binary),
         "no futex binary {binary}"
     );
     let path = binary_path(binary);
     let mut cmd = Command::new(&path);
-    if let Some(e) = expect {
-        cmd.args(["--expect", e]);
+    cmd.args(args);
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
     }
+    let tag = format!("{} {}", args.join(" "), env.map_or("", |e| e.1));
     let out_path = std::env::temp_dir().join(format!(
         "host-kernel-{}-{binary}-{}.ktap",
         std::process::id(),
-        expect.unwrap_or("default").replace([',', '='], "_")
+        tag.replace([',', '=', ' ', '/', '*'], "_")
     ));
     let out = std::fs::File::create(&out_path).unwrap();
     let mut child = cmd
@@ -78,7 +87,7 @@ fn run(binary: &str, expect: Option<&str>) -> Outcome {
         if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{binary} --expect {expect:?} ran over 300 s");
+            panic!("{binary} {tag} ran over 300 s");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -222,6 +231,129 @@ fn flipped_expectations_fail_the_cases_that_assert_them() {
             bad.push(format!(
                 "{} --expect {}: exit {:?}; these passed but must fail: {missing:?}",
                 m.binary, m.expect, o.status
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// A wrong-kernel model of the classic-operation binaries
+/// (`guest_tests::ops::MUTATIONS`, turned on through
+/// `guest_tests::ops::MUTATION_ENV`): the cases that must then fail, and
+/// cases of the same binary that must still pass (the failure is the
+/// model's, not a broken run).
+struct OpsMutation {
+    binary: &'static str,
+    mutation: &'static str,
+    must_fail: &'static [&'static str],
+    must_pass: &'static [&'static str],
+}
+
+const OPS_MUTATIONS: &[OpsMutation] = &[
+    OpsMutation {
+        binary: "futex-ops",
+        mutation: "wait-timeout-absolute",
+        must_fail: &["wait-timeout-relative"],
+        must_pass: &["wait-bitset-timeout-absolute"],
+    },
+    OpsMutation {
+        binary: "futex-wake",
+        mutation: "wake-ignores-nr",
+        must_fail: &["wake-one-fifo", "wake-counts", "wake-nr-0-legacy-wakes-one"],
+        must_pass: &["wake-no-waiter-0", "wake-op-ops"],
+    },
+    OpsMutation {
+        binary: "futex-wake",
+        mutation: "wake-lifo",
+        must_fail: &["wake-one-fifo", "wake-priority-order", "wake-op-return-sum"],
+        must_pass: &["wake-no-waiter-0"],
+    },
+    OpsMutation {
+        binary: "futex-wake",
+        mutation: "wake-nr-0-wakes-none",
+        must_fail: &["wake-nr-0-legacy-wakes-one"],
+        must_pass: &["wake2-nr-0-wakes-none"],
+    },
+    OpsMutation {
+        binary: "futex-wake",
+        mutation: "bitset-ignored",
+        must_fail: &["wake-bitset-selects", "bitset-futex2-and-legacy"],
+        must_pass: &["wake-one-fifo"],
+    },
+    OpsMutation {
+        binary: "futex-wake",
+        mutation: "wake-op-cmp-unsigned",
+        must_fail: &["wake-op-cmp"],
+        must_pass: &["wake-op-ops"],
+    },
+    OpsMutation {
+        binary: "futex-requeue",
+        mutation: "cmp-requeue-no-compare",
+        must_fail: &["cmp-requeue-eagain"],
+        must_pass: &["cmp-requeue-counts"],
+    },
+    OpsMutation {
+        binary: "futex-requeue",
+        mutation: "requeue-returns-woken",
+        must_fail: &[
+            "cmp-requeue-counts",
+            "futex2-requeue-counts",
+            "requeue-same-address",
+        ],
+        must_pass: &["requeue-negative-einval"],
+    },
+    OpsMutation {
+        binary: "futex-requeue",
+        mutation: "waitv-index-one-based",
+        must_fail: &["waitv-returns-woken-index", "waitv-same-word-twice"],
+        must_pass: &["waitv-eagain-order"],
+    },
+    OpsMutation {
+        binary: "futex-pi",
+        mutation: "pi-no-waiters-bit",
+        must_fail: &[
+            "lock-pi-contended-waiters-bit",
+            "trylock-pi-contended-eagain",
+            "lock-pi-no-owner-esrch",
+        ],
+        must_pass: &["lock-pi-free-word"],
+    },
+];
+
+#[test]
+fn wrong_kernel_models_fail_the_classic_operation_cases() {
+    let modelled: BTreeSet<&str> = OPS_MUTATIONS.iter().map(|m| m.mutation).collect();
+    let defined: BTreeSet<&str> = guest_tests::ops::MUTATIONS.iter().copied().collect();
+    assert_eq!(
+        modelled, defined,
+        "every wrong-kernel model needs a row here"
+    );
+    let mut bad = Vec::new();
+    for m in OPS_MUTATIONS {
+        let mut args = Vec::new();
+        for c in m.must_fail.iter().chain(m.must_pass) {
+            args.extend(["--filter", c]);
+        }
+        let o = run_with(
+            m.binary,
+            &args,
+            Some((guest_tests::ops::MUTATION_ENV, m.mutation)),
+        );
+        let (failed, passed) = (o.cases(false), o.cases(true));
+        let wrong: Vec<_> = m
+            .must_fail
+            .iter()
+            .filter(|c| !failed.contains(**c))
+            .chain(m.must_pass.iter().filter(|c| !passed.contains(**c)))
+            .collect();
+        eprintln!(
+            "{} with {}: exit {:?}, failed {failed:?}",
+            m.binary, m.mutation, o.status
+        );
+        if !wrong.is_empty() || o.status == Some(0) {
+            bad.push(format!(
+                "{} with {}: exit {:?}; these did not fail / pass as they must: {wrong:?}\n{}",
+                m.binary, m.mutation, o.status, o.ktap
             ));
         }
     }
