@@ -720,23 +720,29 @@ fn signal_sa_restart(_: &Ctx) -> Outcome {
     })())
 }
 
+const ABOUT: &str =
+    "How futex(2) and futex2's futex_wait/futex_wake decode their arguments: op word, timeout, clock, every validation errno (docs/futex-abi.md section 8).";
+
 fn main() {
-    run(&[
-        Case::new("wait-eagain", wait_eagain),
-        Case::new("wait-val-is-u32", wait_val_is_u32),
-        Case::new("wait-timeout-relative", wait_timeout_relative),
-        Case::new("wait-bitset-timeout-absolute", wait_bitset_timeout_absolute),
-        Case::new("wait-bitset-clock-realtime", wait_bitset_clock_realtime),
-        Case::new("clock-realtime-enosys", clock_realtime_enosys),
-        Case::new("timeout-arg-by-cmd", timeout_arg_by_cmd),
-        Case::new("timespec-invalid-einval", timespec_invalid),
-        Case::new("bitset-zero-einval", bitset_zero),
-        Case::new("unaligned-einval", unaligned),
-        Case::new("bad-address-efault", bad_address),
-        Case::new("futex2-wait-validation", futex2_wait_validation),
-        Case::new("futex2-wait-timeout-clocks", futex2_wait_timeout_clocks),
-        Case::new("op-decoding-enosys", op_decoding),
-        Case::new("signal-eintr", signal_eintr),
-        Case::new("signal-sa-restart", signal_sa_restart),
-    ])
+    run(
+        ABOUT,
+        &[
+            Case::new("wait-eagain", wait_eagain),
+            Case::new("wait-val-is-u32", wait_val_is_u32),
+            Case::new("wait-timeout-relative", wait_timeout_relative),
+            Case::new("wait-bitset-timeout-absolute", wait_bitset_timeout_absolute),
+            Case::new("wait-bitset-clock-realtime", wait_bitset_clock_realtime),
+            Case::new("clock-realtime-enosys", clock_realtime_enosys),
+            Case::new("timeout-arg-by-cmd", timeout_arg_by_cmd),
+            Case::new("timespec-invalid-einval", timespec_invalid),
+            Case::new("bitset-zero-einval", bitset_zero),
+            Case::new("unaligned-einval", unaligned),
+            Case::new("bad-address-efault", bad_address),
+            Case::new("futex2-wait-validation", futex2_wait_validation),
+            Case::new("futex2-wait-timeout-clocks", futex2_wait_timeout_clocks),
+            Case::new("op-decoding-enosys", op_decoding),
+            Case::new("signal-eintr", signal_eintr),
+            Case::new("signal-sa-restart", signal_sa_restart),
+        ],
+    )
 }

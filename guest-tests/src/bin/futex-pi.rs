@@ -451,18 +451,24 @@ fn requeue_pi_waiter(_: &Ctx) -> Outcome {
     })())
 }
 
+const ABOUT: &str =
+    "The PI futex basics, exactly: LOCK_PI, LOCK_PI2, TRYLOCK_PI, UNLOCK_PI (docs/futex-abi.md section 8).";
+
 fn main() {
-    run(&[
-        Case::new("lock-pi-free-word", lock_pi_free_word),
-        Case::new("lock-pi-owner-died-kept", lock_pi_owner_died_kept),
-        Case::new("unlock-pi-eperm", unlock_pi_eperm),
-        Case::new("lock-pi-contended-waiters-bit", lock_pi_contended),
-        Case::new("trylock-pi-contended-eagain", trylock_pi_contended),
-        Case::new("lock-pi-no-owner-esrch", lock_pi_no_owner),
-        Case::new("lock-pi-kthread-eperm", lock_pi_kthread),
-        Case::new("lock-pi-timeout-clocks", lock_pi_timeout_clocks),
-        Case::new("lock-pi-signal-restarts", lock_pi_signal_restarts),
-        Case::new("unlock-pi-plain-waiter-einval", unlock_pi_plain_waiter),
-        Case::new("requeue-pi-waiter-refuses-plain-ops", requeue_pi_waiter),
-    ])
+    run(
+        ABOUT,
+        &[
+            Case::new("lock-pi-free-word", lock_pi_free_word),
+            Case::new("lock-pi-owner-died-kept", lock_pi_owner_died_kept),
+            Case::new("unlock-pi-eperm", unlock_pi_eperm),
+            Case::new("lock-pi-contended-waiters-bit", lock_pi_contended),
+            Case::new("trylock-pi-contended-eagain", trylock_pi_contended),
+            Case::new("lock-pi-no-owner-esrch", lock_pi_no_owner),
+            Case::new("lock-pi-kthread-eperm", lock_pi_kthread),
+            Case::new("lock-pi-timeout-clocks", lock_pi_timeout_clocks),
+            Case::new("lock-pi-signal-restarts", lock_pi_signal_restarts),
+            Case::new("unlock-pi-plain-waiter-einval", unlock_pi_plain_waiter),
+            Case::new("requeue-pi-waiter-refuses-plain-ops", requeue_pi_waiter),
+        ],
+    )
 }

@@ -657,22 +657,28 @@ fn waitv_timeout_clocks(_: &Ctx) -> Outcome {
     })())
 }
 
+const ABOUT: &str =
+    "FUTEX_REQUEUE, FUTEX_CMP_REQUEUE, futex2's futex_requeue and futex_waitv, exactly (docs/futex-abi.md section 8).";
+
 fn main() {
-    run(&[
-        Case::new("cmp-requeue-counts", cmp_requeue_counts),
-        Case::new("requeue-nr-boundaries", requeue_nr_boundaries),
-        Case::new("requeue-keeps-bitset", requeue_keeps_bitset),
-        Case::new("cmp-requeue-eagain", cmp_requeue_eagain),
-        Case::new("requeue-ignores-val3", requeue_ignores_val3),
-        Case::new("requeue-negative-einval", requeue_negative),
-        Case::new("requeue-same-address", requeue_same_address),
-        Case::new("futex2-requeue-counts", futex2_requeue_counts),
-        Case::new("futex2-requeue-validation", futex2_requeue_validation),
-        Case::new("waitv-validation", waitv_validation),
-        Case::new("waitv-eagain-order", waitv_eagain_order),
-        Case::new("waitv-returns-woken-index", waitv_returns_woken_index),
-        Case::new("waitv-same-word-twice", waitv_same_word_twice),
-        Case::new("waitv-entry-flags-select-key", waitv_entry_flags_select_key),
-        Case::new("waitv-timeout-clocks", waitv_timeout_clocks),
-    ])
+    run(
+        ABOUT,
+        &[
+            Case::new("cmp-requeue-counts", cmp_requeue_counts),
+            Case::new("requeue-nr-boundaries", requeue_nr_boundaries),
+            Case::new("requeue-keeps-bitset", requeue_keeps_bitset),
+            Case::new("cmp-requeue-eagain", cmp_requeue_eagain),
+            Case::new("requeue-ignores-val3", requeue_ignores_val3),
+            Case::new("requeue-negative-einval", requeue_negative),
+            Case::new("requeue-same-address", requeue_same_address),
+            Case::new("futex2-requeue-counts", futex2_requeue_counts),
+            Case::new("futex2-requeue-validation", futex2_requeue_validation),
+            Case::new("waitv-validation", waitv_validation),
+            Case::new("waitv-eagain-order", waitv_eagain_order),
+            Case::new("waitv-returns-woken-index", waitv_returns_woken_index),
+            Case::new("waitv-same-word-twice", waitv_same_word_twice),
+            Case::new("waitv-entry-flags-select-key", waitv_entry_flags_select_key),
+            Case::new("waitv-timeout-clocks", waitv_timeout_clocks),
+        ],
+    )
 }

@@ -648,24 +648,30 @@ fn futex2_wake_validation(_: &Ctx) -> Outcome {
     })())
 }
 
+const ABOUT: &str =
+    "Who a wake wakes, exactly: FUTEX_WAKE, WAKE_BITSET, futex2's futex_wake and FUTEX_WAKE_OP (docs/futex-abi.md section 8).";
+
 fn main() {
-    run(&[
-        Case::new("private-flag-selects-key", private_flag_selects_key),
-        Case::new("wake-one-fifo", wake_one_fifo),
-        Case::new("wake-counts", wake_counts),
-        Case::new("wake-nr-0-legacy-wakes-one", wake_nr_0_legacy),
-        Case::new("wake2-nr-0-wakes-none", wake2_nr_0),
-        Case::new("wake-no-waiter-0", wake_no_waiter),
-        Case::new("wake-priority-order", wake_priority_order),
-        Case::new("wake-bitset-selects", wake_bitset_selects),
-        Case::new("bitset-futex2-and-legacy", bitset_futex2_and_legacy),
-        Case::new("wake-op-ops", wake_op_ops),
-        Case::new("wake-op-cmp", wake_op_cmp),
-        Case::new("wake-op-return-sum", wake_op_return_sum),
-        Case::new("wake-op-same-word", wake_op_same_word),
-        Case::new("wake-op-invalid-enosys", wake_op_invalid),
-        Case::new("wake-op-faults", wake_op_faults),
-        Case::new("readonly-page-keys", readonly_page_keys),
-        Case::new("futex2-wake-validation", futex2_wake_validation),
-    ])
+    run(
+        ABOUT,
+        &[
+            Case::new("private-flag-selects-key", private_flag_selects_key),
+            Case::new("wake-one-fifo", wake_one_fifo),
+            Case::new("wake-counts", wake_counts),
+            Case::new("wake-nr-0-legacy-wakes-one", wake_nr_0_legacy),
+            Case::new("wake2-nr-0-wakes-none", wake2_nr_0),
+            Case::new("wake-no-waiter-0", wake_no_waiter),
+            Case::new("wake-priority-order", wake_priority_order),
+            Case::new("wake-bitset-selects", wake_bitset_selects),
+            Case::new("bitset-futex2-and-legacy", bitset_futex2_and_legacy),
+            Case::new("wake-op-ops", wake_op_ops),
+            Case::new("wake-op-cmp", wake_op_cmp),
+            Case::new("wake-op-return-sum", wake_op_return_sum),
+            Case::new("wake-op-same-word", wake_op_same_word),
+            Case::new("wake-op-invalid-enosys", wake_op_invalid),
+            Case::new("wake-op-faults", wake_op_faults),
+            Case::new("readonly-page-keys", readonly_page_keys),
+            Case::new("futex2-wake-validation", futex2_wake_validation),
+        ],
+    )
 }
