@@ -456,10 +456,13 @@ impl Waiters {
                 hash::show(&r)
             )));
         }
+        // Generous: a loaded TCG host can take seconds to schedule a
+        // waiter into its syscall (measured: 5 s was once not enough for
+        // LOCK_PI under a full matrix); only a real failure waits it out.
         hash::wait_blocked(
             &[self.tids[id]],
             self.nrs[id],
-            Duration::from_secs(5),
+            Duration::from_secs(30),
             hash::thread_state,
         )
         .map_err(|o| match decode(results[id].load(Ordering::SeqCst)) {

@@ -577,7 +577,8 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     };
     assert_eq!(
         e("debian-6.12"),
-        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=0"
+        // 6.12.95 has the backported requeue fix (measured).
+        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=1"
     );
     assert_eq!(
         e("debian-6.16"),
