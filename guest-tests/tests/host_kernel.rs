@@ -145,7 +145,14 @@ const MUTATIONS: &[Mutation] = &[
     Mutation {
         binary: "futex-prctl",
         expect: "private_hash=0",
-        must_fail: &["set-2", "set-0-one-way", "custom-16-stops-growth"],
+        must_fail: &["set-2", "set-0-one-way", "custom-2-stops-growth"],
+    },
+    // Told the expectations are another version's row: the booted
+    // kernel's release does not match it.
+    Mutation {
+        binary: "futex-prctl",
+        expect: "version=1.2.3",
+        must_fail: &["kernel-version-matches"],
     },
     // Told the prctl is unknown (6.15 and older): GET answering 0 fails.
     Mutation {

@@ -4,7 +4,7 @@
 //! for every value, GET 0, sub-op 3 -> 0) or, without `prctl`, EINVAL for
 //! every call. Each case runs in a fresh process that has created no thread.
 //!
-//! Cases (32):
+//! Cases (33):
 //! - `get-fresh-is-0`: GET before any futex op or thread is 0.
 //! - `get-after-futex-ops-is-0`: private futex wake/wait do not allocate: GET 0.
 //! - `get-ignores-args`: GET with junk in arg3..arg5 returns the same as GET.
@@ -33,13 +33,17 @@
 //! - `set-from-other-thread`: SET 128 in a second thread -> GET 128 in the first (mm-wide).
 //! - `set-0-after-threads`: with threads alive, SET 0 -> GET 0, SET 16 -> EBUSY.
 //! - `custom-2-stops-growth`: SET 2, then threads (which would auto-allocate 16): GET stays 2.
-//! - `custom-16-stops-growth`: SET 16, then more threads than CPUs: GET stays 16 (only
-//!   meaningful with >= 5 online CPUs, where growth would reach 32; said in a diagnostic).
+//! - `custom-16-stops-growth`: SET 16, then more threads than CPUs: GET stays 16
+//!   (>= 5 online CPUs, where growth would reach 32; SKIP with the reason on fewer).
+//! - `kernel-version-matches`: not the futex ABI but the run's own premise: the booted
+//!   kernel's `uname -r` is of `version=` of the expectations (the version whose row
+//!   they are), so a resolver that booted another upload cannot pass the wrong row;
+//!   SKIP with the reason when no version is given (a binary run by hand).
 
 use guest_tests::cases::{diag, main as run, Case, Ctx};
 use guest_tests::hash::{
-    self, done, ensure_get, ensure_res, ensure_set, want_get, Check, Parked, Worker, EBUSY, EINVAL,
-    ENOMEM,
+    self, done, ensure_get, ensure_res, ensure_set, fail, skip, want_get, Check, Parked, Worker,
+    EBUSY, EINVAL, ENOMEM,
 };
 use guest_tests::ktap::Outcome;
 use guest_tests::sys;
@@ -359,18 +363,20 @@ fn zero_after_threads(ctx: &Ctx) -> Outcome {
 
 fn stops_growth(ctx: &Ctx, custom: u64) -> Check {
     let e = &ctx.expect;
-    ensure_set(e, custom, Ok(0))?;
     let online = hash::online_cpus();
     let n = (online + 2).clamp(6, 32);
     let would = hash::auto_size_for(n, online, hash::global_size());
+    if would <= custom {
+        // Nothing to observe: without the SET growth would not pass it either.
+        return Err(skip(format!(
+            "growth past {custom} slots needs >= 5 online CPUs (4 x 5 threads -> 32); \
+             {online} online, where {n} threads would only reach {would}"
+        )));
+    }
+    ensure_set(e, custom, Ok(0))?;
     diag(&format!(
         "{n} threads on {online} online CPUs; without the custom SET growth would reach {would}"
     ));
-    if would <= custom {
-        diag(&format!(
-            "growth past {custom} needs >= 5 online CPUs: this only checks GET stays {custom}"
-        ));
-    }
     let parked = Parked::spawn(n, Duration::from_secs(20))?;
     // Growth is deferred: give it time to (wrongly) land.
     let want = want_get(e, custom as i64);
@@ -385,6 +391,43 @@ fn custom_2(ctx: &Ctx) -> Outcome {
 
 fn custom_16(ctx: &Ctx) -> Outcome {
     done(stops_growth(ctx, 16))
+}
+
+/// The running kernel's release as `uname -r` prints it (`uname(2)`).
+fn uname_release() -> String {
+    // SAFETY: utsname is plain old data (arrays of c_char), zero is valid.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a live utsname for the kernel to fill.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn version_matches(ctx: &Ctx) -> Outcome {
+    let Some(version) = ctx.expect.version.as_deref() else {
+        return skip(
+            "no version= in the expectations (the harness gives the version whose row they are; \
+             a binary run by hand has none)",
+        );
+    };
+    let release = uname_release();
+    if guest_tests::expect::release_matches(version, &release) {
+        diag(&format!("kernel {release}, expectations for {version}"));
+        Outcome::Pass
+    } else {
+        fail(format!(
+            "the booted kernel is {release:?}, but the expectations are {version}'s: \
+             another kernel than the resolved one was booted, and every result of this \
+             cell was judged against the wrong row"
+        ))
+    }
 }
 
 fn main() {
@@ -421,5 +464,6 @@ fn main() {
         Case::new("set-0-after-threads", zero_after_threads),
         Case::new("custom-2-stops-growth", custom_2),
         Case::new("custom-16-stops-growth", custom_16),
+        Case::new("kernel-version-matches", version_matches),
     ])
 }
