@@ -18,5 +18,6 @@ pub mod init;
 pub mod ktap;
 pub mod numa;
 pub mod plan;
+pub mod race;
 pub mod sys;
 pub mod topology;

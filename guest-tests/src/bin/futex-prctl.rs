@@ -7,25 +7,36 @@
 //! Cases (33):
 //! - `get-fresh-is-0`: GET before any futex op or thread is 0.
 //! - `get-after-futex-ops-is-0`: private futex wake/wait do not allocate: GET 0.
-//! - `get-ignores-args`: GET with junk in arg3..arg5 returns the same as GET.
+//! - `get-ignores-args`: GET with junk in arg3..arg5 returns the same as GET; pins an
+//!   implementation accident: GET checks none of its unused arguments.
 //! - `set-0-global`: SET 0 -> 0, GET 0, and a later SET 16 is EBUSY (global, not "no table").
 //! - `set-2`, `set-4`, `set-16`, `set-128`, `set-1024`, `set-65536`: SET 2^k -> 0, GET 2^k.
 //! - `set-pow2-sweep-up`: SET 2, 4, ..., 2^16 in one process, GET after each is exact.
 //! - `set-pow2-sweep-down`: SET 2^16, ..., 4, 2 (shrinking), GET after each is exact.
 //! - `set-not-pow2-einval`: SET 1, 3, 6, 15, 2^20+1, 0xffffffff -> EINVAL, GET stays 0.
-//! - `set-2pow25-enomem`: SET 2^25 -> ENOMEM (kvmalloc limit, nothing allocated), GET stays 0.
-//! - `set-2pow31-enomem`: SET 2^31 (a power of two; 2^31 * 64 B > INT_MAX) -> ENOMEM.
+//! - `set-2pow25-enomem`: SET 2^25 -> ENOMEM (kvmalloc limit, nothing allocated), GET stays 0;
+//!   pins an implementation accident: SET has no limit of its own, kvmalloc refuses
+//!   more than INT_MAX bytes (2^25 buckets of 64 B), so bigger buckets move the edge.
+//! - `set-2pow31-enomem`: SET 2^31 (a power of two; 2^31 * 64 B > INT_MAX) -> ENOMEM;
+//!   the same accident.
 //! - `set-after-enomem-works`: after ENOMEM, SET 32 works and GET 32.
-//! - `set-2pow32-acts-as-0`: SET 1<<32 (truncated to 0) -> 0, GET 0, SET 16 -> EBUSY.
-//! - `set-2pow32-or-16-acts-as-16`: SET (1<<32)|16 -> 0, GET 16.
+//! - `set-2pow32-acts-as-0`: SET 1<<32 (truncated to 0) -> 0, GET 0, SET 16 -> EBUSY;
+//!   pins an implementation accident: `futex_hash_allocate()` takes arg3 as an
+//!   `unsigned int`, so its high 32 bits are dropped (a kernel that checks the
+//!   whole `unsigned long` would say EINVAL here).
+//! - `set-2pow32-or-16-acts-as-16`: SET (1<<32)|16 -> 0, GET 16; the same accident.
 //! - `set-high-bits-truncated`: SET (1<<63)|64 -> GET 64; (1<<32)|3 -> EINVAL;
-//!   -16 as u64 (0xfffffff0 after truncation) -> EINVAL; 0xffffffff_80000000 -> ENOMEM.
+//!   -16 as u64 (0xfffffff0 after truncation) -> EINVAL; 0xffffffff_80000000 -> ENOMEM;
+//!   the same accident.
 //! - `unknown-subops-einval`: sub-ops 0, 4, 5, 99, 1<<32|2 -> EINVAL (no truncation of arg2).
 //! - `subop-3`: GET_IMMUTABLE: EINVAL on 6.17+ (0 on 6.16's stub, 0 with the patch and no table).
 //! - `set-arg4-einval`: SET 16 with arg4 = 2 and arg4 = 1<<32 -> EINVAL, GET stays 0
 //!   (arg4 = 1 too unless the immutability patch is expected).
-//! - `set-arg5-ignored`: SET 16 with arg5 = 0xdead -> 0, GET 16.
-//! - `set-0-one-way`: after SET 0: SET 0/2/16/2^16 and 2^31 -> EBUSY, 3 -> EINVAL (checked first), GET 0.
+//! - `set-arg5-ignored`: SET 16 with arg5 = 0xdead -> 0, GET 16; pins an implementation
+//!   accident: `kernel/sys.c` never looks at arg5 (no "must be 0" check).
+//! - `set-0-one-way`: after SET 0: SET 0/2/16/2^16 and 2^31 -> EBUSY, 3 -> EINVAL, GET 0;
+//!   the EINVAL pins an implementation accident: the value is checked before the
+//!   global hash is.
 //! - `set-0-after-custom`: SET 32, SET 0 -> 0, GET 0, SET 32 -> EBUSY.
 //! - `set-replace-custom`: SET 32, 64, 16, 16: each 0, GET exact after each.
 //! - `get-after-failed-set-unchanged`: SET 64, then EINVAL/ENOMEM SETs leave GET 64.
