@@ -180,53 +180,38 @@ pub fn run(
 
 // ---------------------------------------------------- a fresh process
 
-/// A `MAP_SHARED` anonymous mapping holding one `T` (plain data: a forked
-/// child writes it, the parent reads it after the child ended).
+/// One `T` in a [`hash::SharedPage`] (plain data: a forked child writes
+/// it, the parent reads it after the child ended).
 struct Shared<T: Copy> {
-    ptr: *mut T,
-    len: usize,
+    page: hash::SharedPage,
+    _t: std::marker::PhantomData<T>,
 }
 
 impl<T: Copy> Shared<T> {
     fn new(init: T) -> Result<Shared<T>, Outcome> {
-        let len = std::mem::size_of::<T>().max(1).next_multiple_of(4096);
-        // SAFETY: anonymous mapping, no fd; result checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(fail("mmap(MAP_SHARED) for a round's report failed"));
-        }
+        const { assert!(std::mem::size_of::<T>() <= 4096) };
         let s = Shared {
-            ptr: p as *mut T,
-            len,
+            page: hash::SharedPage::new()?,
+            _t: std::marker::PhantomData,
         };
         s.set(init);
         Ok(s)
     }
 
+    fn ptr(&self) -> *mut T {
+        // Page-aligned and 4096 bytes: it holds a T.
+        self.page.as_ptr() as *mut T
+    }
+
     fn get(&self) -> T {
-        // SAFETY: ptr is our live, page-aligned mapping holding a T.
-        unsafe { std::ptr::read_volatile(self.ptr) }
+        // SAFETY: a live mapping big and aligned enough for a T, written
+        // with a T by `new` before anything reads it.
+        unsafe { std::ptr::read_volatile(self.ptr()) }
     }
 
     fn set(&self, v: T) {
         // SAFETY: as in get.
-        unsafe { std::ptr::write_volatile(self.ptr, v) }
-    }
-}
-
-impl<T: Copy> Drop for Shared<T> {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping of `len` bytes.
-        unsafe { libc::munmap(self.ptr as *mut _, self.len) };
+        unsafe { std::ptr::write_volatile(self.ptr(), v) }
     }
 }
 

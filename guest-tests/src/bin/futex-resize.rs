@@ -12,9 +12,9 @@
 //! of the `*-load` cases and exactly N rounds of each race case, and
 //! `FUTEX_STRESS_SECONDS=S` (`--seconds S`; default 0) minimum wall time
 //! for both; their timeouts grow with them. Without them a race case runs
-//! 20 rounds, then until 10 of them overlapped (both calls inside the kernel
+//! 10 rounds, then until 10 of them overlapped (both calls inside the kernel
 //! at one instant, by `CLOCK_MONOTONIC` just before and after each), at
-//! most 300 rounds or 3 s, and prints `# rounds: N, overlapped: M`
+//! most 200 rounds or 2 s, and prints `# rounds: N, overlapped: M`
 //! (`guest_tests::race`). Each round is a fresh process.
 //!
 //! Cases (30):

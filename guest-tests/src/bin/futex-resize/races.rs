@@ -6,12 +6,14 @@
 //! the comment at each check says why.
 
 use guest_tests::cases::{diag, Ctx};
+use guest_tests::expect::Expect;
 use guest_tests::hash::{
     self, done, ensure, ensure_res, fail, skip, want_get, want_set, Check, Parked, Res, EBUSY,
 };
 use guest_tests::ktap::Outcome;
 use guest_tests::race::{self, Call, Rounds};
 use guest_tests::sys::Errno;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,10 +21,10 @@ use std::time::{Duration, Instant};
 /// A round's process is killed after this.
 const ROUND: Duration = Duration::from_secs(20);
 
-/// The default rounds of a race case: 20, then until 10 overlapped, at
-/// most 300 rounds or 3 s (`--iterations` / `--seconds` replace it).
+/// The default rounds of a race case: 10, then until 10 overlapped, at
+/// most 200 rounds or 2 s (`--iterations` / `--seconds` replace it).
 pub fn rounds() -> Rounds {
-    Rounds::from_env(20, 10, 300, Duration::from_secs(3))
+    Rounds::from_env(10, 10, 200, Duration::from_secs(2))
 }
 
 fn why(o: Outcome) -> String {
@@ -79,13 +81,42 @@ fn set_round(r: u64, span: &mut Span, x: u64, y: u64, then_16: bool) -> Result<S
     Ok(round)
 }
 
-pub fn set0_race(ctx: &Ctx) -> Outcome {
-    let e = &ctx.expect;
-    let (mut both_0, mut one_busy) = (0, 0);
+/// Rounds of SET `x` (a racing thread) against SET `y` (this one), then
+/// GET (and SET 16 if `then_16`); `check` judges each round. Prints how
+/// often each outcome came.
+fn set_race(x: u64, y: u64, then_16: bool, check: impl Fn(&SetRound) -> Check) -> Outcome {
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let mut span = Span::new();
     let t = race::run(&rounds(), |r, overlapped| {
-        let o = set_round(r, &mut span, 0, 0, true)?;
+        let o = set_round(r, &mut span, x, y, then_16)?;
         *overlapped = o.a.overlaps(&o.b);
+        let seen = format!(
+            "SET {x} {}, SET {y} {}, GET {}",
+            hash::show(&o.a.res),
+            hash::show(&o.b.res),
+            hash::show(&o.get)
+        );
+        *outcomes.entry(seen).or_default() += 1;
+        check(&o)
+    });
+    let counts: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+    diag(&format!("outcomes: {}", counts.join("; ")));
+    done(t.map(|_| ()))
+}
+
+/// SET 16 after a race that ended on the global hash: EBUSY.
+fn ensure_final(e: &Expect, o: &SetRound) -> Check {
+    ensure_res("GET after the race (global wins)", o.get, want_get(e, 0))?;
+    ensure_res(
+        "SET 16 after the race",
+        o.set16.unwrap_or(Ok(0)),
+        want_set(e, EBUSY),
+    )
+}
+
+pub fn set0_race(ctx: &Ctx) -> Outcome {
+    let e = &ctx.expect;
+    set_race(0, 0, true, |o| {
         let (ra, rb) = (o.a.res, o.b.res);
         if e.private_hash {
             // Only a SET 0 that returns 0 installs the global hash, and EBUSY
@@ -102,38 +133,17 @@ pub fn set0_race(ctx: &Ctx) -> Outcome {
                     hash::show(&rb)
                 )
             })?;
-            if v[1] == EBUSY {
-                one_busy += 1;
-            } else {
-                both_0 += 1;
-            }
         } else {
             ensure_res("SET 0 (thread a)", ra, want_set(e, Ok(0)))?;
             ensure_res("SET 0 (thread b)", rb, want_set(e, Ok(0)))?;
         }
-        ensure_res("GET after the race", o.get, want_get(e, 0))?;
-        ensure_res(
-            "SET 16 after the race",
-            o.set16.unwrap_or(Ok(0)),
-            want_set(e, EBUSY),
-        )?;
-        Ok(())
-    });
-    if e.private_hash {
-        diag(&format!(
-            "outcomes: both Ok(0) {both_0}, Ok(0) and EBUSY {one_busy}"
-        ));
-    }
-    done(t.map(|_| ()))
+        ensure_final(e, o)
+    })
 }
 
 pub fn set0_vs_128(ctx: &Ctx) -> Outcome {
     let e = &ctx.expect;
-    let (mut busy, mut ok) = (0, 0);
-    let mut span = Span::new();
-    let t = race::run(&rounds(), |r, overlapped| {
-        let o = set_round(r, &mut span, 0, 128, true)?;
-        *overlapped = o.a.overlaps(&o.b);
+    set_race(0, 128, true, |o| {
         let (r0, r128) = (o.a.res, o.b.res);
         // Only SET 0 makes the global hash, so nothing makes it EBUSY; it
         // beats a pending 128 (futex_hash_less: zero-sized wins) and
@@ -148,61 +158,31 @@ pub fn set0_vs_128(ctx: &Ctx) -> Outcome {
                     hash::show(&r128)
                 )
             })?;
-            if r128 == EBUSY {
-                busy += 1;
-            } else {
-                ok += 1;
-            }
         } else {
             ensure_res("SET 128 racing SET 0", r128, want_set(e, Ok(0)))?;
         }
-        ensure_res("GET after the race (global wins)", o.get, want_get(e, 0))?;
-        ensure_res(
-            "SET 16 after the race",
-            o.set16.unwrap_or(Ok(0)),
-            want_set(e, EBUSY),
-        )?;
-        Ok(())
-    });
-    if e.private_hash {
-        diag(&format!("outcomes: SET 128 Ok(0) {ok}, EBUSY {busy}"));
-    }
-    done(t.map(|_| ()))
+        ensure_final(e, o)
+    })
 }
 
 pub fn set32_vs_128(ctx: &Ctx) -> Outcome {
     let e = &ctx.expect;
-    let (mut at_32, mut at_128) = (0, 0);
-    let mut span = Span::new();
-    let t = race::run(&rounds(), |r, overlapped| {
-        let o = set_round(r, &mut span, 32, 128, false)?;
-        *overlapped = o.a.overlaps(&o.b);
+    set_race(32, 128, false, |o| {
         // No global hash in play: neither is EBUSY. Both pending at once:
         // the larger stays (futex_hash_less); one after the other: the
         // later; a SET returns only once its (or the winning) table is in.
         ensure_res("SET 32 racing SET 128", o.a.res, want_set(e, Ok(0)))?;
         ensure_res("SET 128 racing SET 32", o.b.res, want_set(e, Ok(0)))?;
-        if e.private_hash {
-            ensure(o.get == Ok(32) || o.get == Ok(128), || {
-                format!(
-                    "GET after SET 32 / SET 128 race: expected 32 or 128, got {}",
-                    hash::show(&o.get)
-                )
-            })?;
-            if o.get == Ok(32) {
-                at_32 += 1;
-            } else {
-                at_128 += 1;
-            }
-        } else {
-            ensure_res("GET after the race", o.get, want_get(e, 0))?;
+        if !e.private_hash {
+            return ensure_res("GET after the race", o.get, want_get(e, 0));
         }
-        Ok(())
-    });
-    if e.private_hash {
-        diag(&format!("outcomes: GET 32 {at_32}, GET 128 {at_128}"));
-    }
-    done(t.map(|_| ()))
+        ensure(o.get == Ok(32) || o.get == Ok(128), || {
+            format!(
+                "GET after SET 32 / SET 128 race: expected 32 or 128, got {}",
+                hash::show(&o.get)
+            )
+        })
+    })
 }
 
 // ------------------------------------------------- SET vs thread creation
