@@ -100,3 +100,21 @@ impl KnownFailure {
                 .is_none_or(|m| crate::glob::matches(m, message))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::KnownFailure;
+
+    #[test]
+    fn kernel_globs_name_the_kernels_an_entry_is_for() {
+        let k = KnownFailure {
+            kernels: vec!["debian-7.3".into(), "source-7.3*".into()],
+            ..Default::default()
+        };
+        assert!(k.applies_to_kernel("debian-7.3"));
+        assert!(k.applies_to_kernel("source-7.3-debug"));
+        assert!(!k.applies_to_kernel("debian-7.0"));
+        assert!(!k.applies_to_kernel("debian-7.3.4-other"));
+        assert!(KnownFailure::default().applies_to_kernel("anything"));
+    }
+}
