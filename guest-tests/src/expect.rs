@@ -4,6 +4,10 @@
 //! A test that finds a feature missing where it is expected FAILS; where the
 //! expectation says it is absent, the test checks the absent behaviour
 //! (e.g. EINVAL) instead of skipping. See `docs/futex-abi.md` section 4.
+//!
+//! `version=` names the kernel version whose row (or pinned features) the
+//! expectations describe; `futex-prctl/kernel-version-matches` checks the
+//! booted kernel against it ([`release_matches`]).
 
 /// Which clones trigger automatic private-hash allocation/growth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,20 +49,23 @@ pub struct Contradiction {
     pub key: &'static str,
     /// The key it needs, expected off (`private_hash`).
     pub needs: &'static str,
+    /// Why no kernel has the one without the other.
+    pub why: &'static str,
 }
 
 impl std::fmt::Display for Contradiction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} expected without {}: no kernel has one without the other (set {}=0 too, or {}=1)",
-            self.key, self.needs, self.key, self.needs
+            "{} expected without {}: {} (set {}=0 too, or {}=1)",
+            self.key, self.needs, self.why, self.key, self.needs
         )
     }
 }
 
 /// The keys of `--expect` ([`Expect::set`]); `growth` takes a
-/// [`Growth`] name, the others 1/0 (yes/no, true/false).
+/// [`Growth`] name, `version` a kernel version (7.3.4, 7.3), the others
+/// 1/0 (yes/no, true/false).
 pub const KEYS: &[&str] = &[
     "prctl",
     "private_hash",
@@ -67,6 +74,7 @@ pub const KEYS: &[&str] = &[
     "mpol",
     "growth",
     "requeue_same_flags",
+    "version",
 ];
 
 /// Expected kernel features.
@@ -88,13 +96,18 @@ pub struct Expect {
     /// Require sys_futex_requeue() to have identical flags" (19f94b390586,
     /// 7.0, backported to stable). Without it a mismatched pair is accepted.
     pub requeue_same_flags: bool,
+    /// The kernel version these expectations were written for (the row
+    /// they come from, `7.3.4` or `7.3`); `None` when nobody said (a
+    /// binary run by hand). Not a feature: nothing is derived from it.
+    pub version: Option<String>,
 }
 
 impl Expect {
-    /// Encodes as `key=value,...` (the inverse of [`Expect::parse`]).
+    /// Encodes as `key=value,...` (the inverse of [`Expect::parse`]);
+    /// `version=` last, and only when known.
     pub fn encode(&self) -> String {
         let b = |v: bool| if v { "1" } else { "0" };
-        format!(
+        let mut s = format!(
             "prctl={},private_hash={},immutable={},numa={},mpol={},growth={},requeue_same_flags={}",
             b(self.prctl),
             b(self.private_hash),
@@ -103,11 +116,17 @@ impl Expect {
             b(self.mpol),
             self.growth.name(),
             b(self.requeue_same_flags)
-        )
+        );
+        if let Some(v) = &self.version {
+            s.push_str(",version=");
+            s.push_str(v);
+        }
+        s
     }
 
     /// Parses `key=value,...`; keys not given keep the value of the
-    /// running kernel's defaults ([`Expect::for_running_kernel`]).
+    /// running kernel's defaults ([`Expect::for_running_kernel`]), and
+    /// `version` stays unknown.
     pub fn parse(s: &str) -> Result<Expect, String> {
         let mut e = Expect::for_running_kernel();
         e.apply(s)?;
@@ -117,7 +136,7 @@ impl Expect {
     /// Applies `key=value,...` over `self`, left to right, later keys
     /// winning. Switching a feature off switches off what needs it
     /// (`prctl=0` -> no private hash; `private_hash=0` -> not immutable, no
-    /// growth), so `--expect private_hash=0` over a 6.18 row means what it
+    /// growth; `numa=0` -> no MPOL), so `--expect private_hash=0` over a 6.18 row means what it
     /// says; a later key that turns a dependent back on contradicts it and
     /// is an error ([`Expect::contradiction`]).
     pub fn apply(&mut self, s: &str) -> Result<(), String> {
@@ -155,8 +174,24 @@ impl Expect {
                 }
             }
             "immutable" => self.immutable = flag()?,
-            "numa" => self.numa = flag()?,
+            "numa" => {
+                self.numa = flag()?;
+                if !self.numa {
+                    self.mpol = false;
+                }
+            }
             "mpol" => self.mpol = flag()?,
+            "version" => {
+                let ok = v.starts_with(|c: char| c.is_ascii_digit())
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || ".+~_-".contains(c));
+                if !ok {
+                    return Err(format!(
+                        "version={v:?}: expected a kernel version such as 7.3.4 or 7.3"
+                    ));
+                }
+                self.version = Some(v.to_string());
+            }
             "requeue_same_flags" => self.requeue_same_flags = flag()?,
             "growth" => {
                 self.growth = Growth::ALL
@@ -174,16 +209,23 @@ impl Expect {
     /// A combination no kernel can have: a feature expected without the
     /// one it is built on (the private hash is reached through the prctl;
     /// immutability and automatic growth are properties of the private
-    /// hash). Tests of such an expectation could only fail or, worse,
-    /// check one half and pass.
+    /// hash; FUTEX2_MPOL came with FUTEX2_NUMA). Tests of such an
+    /// expectation could only fail or, worse, check one half and pass.
     pub fn contradiction(&self) -> Option<Contradiction> {
-        let c = |key, needs| Some(Contradiction { key, needs });
+        let same = "no kernel has one without the other";
+        let c = |key, needs, why| Some(Contradiction { key, needs, why });
         if self.private_hash && !self.prctl {
-            c("private_hash", "prctl")
+            c("private_hash", "prctl", same)
         } else if self.immutable && !self.private_hash {
-            c("immutable", "private_hash")
+            c("immutable", "private_hash", same)
         } else if self.growth != Growth::None && !self.private_hash {
-            c("growth", "private_hash")
+            c("growth", "private_hash", same)
+        } else if self.mpol && !self.numa {
+            c(
+                "mpol",
+                "numa",
+                "FUTEX2_MPOL needs FUTEX2_NUMA: both came in 6.16, and a kernel that refuses FUTEX2_NUMA (EINVAL) refuses FUTEX2_MPOL too",
+            )
         } else {
             None
         }
@@ -226,6 +268,7 @@ impl Expect {
             } else {
                 Growth::None
             },
+            version: None,
         }
     }
 
@@ -234,6 +277,23 @@ impl Expect {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         Expect::for_release(release.trim())
     }
+}
+
+/// The leading `N.N.N` numbers of a version or release string (`7.3-rc1`
+/// -> `[7, 3]`, `7.3.4+deb13-cloud-amd64` -> `[7, 3, 4]`).
+fn leading_numbers(s: &str) -> Vec<u64> {
+    let end = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    s[..end].split('.').map_while(|n| n.parse().ok()).collect()
+}
+
+/// Whether a kernel release (`uname -r`: `7.3.4+deb13-cloud-amd64`) is
+/// of `version` (`7.3.4`, or `7.3` for any 7.3.y): the version's numbers
+/// are the first numbers of the release. `6.18.15` is not `6.18.44`.
+pub fn release_matches(version: &str, release: &str) -> bool {
+    let (want, got) = (leading_numbers(version), leading_numbers(release));
+    !want.is_empty() && got.starts_with(&want)
 }
 
 #[cfg(test)]
@@ -265,20 +325,50 @@ mod tests {
             .unwrap_err()
             .contains("unknown key"));
         assert!(Expect::parse("growth=sometimes").is_err());
+        let v = Expect::parse("version=7.3.4").unwrap();
+        assert_eq!(v.version.as_deref(), Some("7.3.4"));
+        assert!(v.encode().ends_with(",version=7.3.4"), "{}", v.encode());
+        assert_eq!(Expect::parse(&v.encode()).unwrap(), v);
+        assert_eq!(Expect::for_release("7.3.4").version, None);
+        assert!(!Expect::for_release("7.3.4").encode().contains("version"));
+        for bad in ["version=", "version=latest", "version=7.3 4"] {
+            assert!(
+                Expect::parse(bad)
+                    .unwrap_err()
+                    .contains("expected a kernel version"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_release_matches_the_version_it_was_written_for() {
+        assert!(release_matches("7.3.4", "7.3.4+deb13-cloud-amd64"));
+        assert!(release_matches("7.3", "7.3.4+deb13-cloud-amd64"));
+        assert!(release_matches("7.3.4+deb13", "7.3.4+deb13-cloud-amd64"));
+        assert!(release_matches("7.3-rc1", "7.3.0-rc1"));
+        assert!(!release_matches("6.18.15", "6.18.44+deb13-cloud-amd64"));
+        assert!(!release_matches("7.3", "7.30.1"));
+        assert!(!release_matches("7.3.4", "7.3"));
+        assert!(!release_matches("x", "7.3.4"));
     }
 
     #[test]
     fn keys_are_what_set_takes_and_encode_writes() {
-        let encoded: Vec<String> = Expect::for_release("7.3")
+        let mut with_version = Expect::for_release("7.3");
+        with_version.version = Some("7.3".into());
+        let encoded: Vec<String> = with_version
             .encode()
             .split(',')
             .map(|kv| kv.split_once('=').unwrap().0.to_string())
             .collect();
         assert_eq!(encoded, KEYS);
         let mut e = Expect::for_release("7.3");
-        for k in KEYS.iter().filter(|k| **k != "growth") {
+        for k in KEYS.iter().filter(|k| !["growth", "version"].contains(k)) {
             e.set(k, "1").unwrap();
         }
+        e.set("version", "7.3.4").unwrap();
+        assert_eq!(e.version.as_deref(), Some("7.3.4"));
         for g in Growth::ALL {
             e.set("growth", g.name()).unwrap();
             assert_eq!(e.growth, g);
@@ -316,6 +406,14 @@ mod tests {
             .apply("private_hash=1")
             .unwrap_err()
             .starts_with("private_hash expected without prctl"));
+        // FUTEX2_MPOL needs FUTEX2_NUMA; `numa=0` alone also means no MPOL.
+        let err = Expect::parse("numa=0,mpol=1").unwrap_err();
+        assert_eq!(
+            err,
+            "mpol expected without numa: FUTEX2_MPOL needs FUTEX2_NUMA: both came in 6.16, and a kernel that refuses FUTEX2_NUMA (EINVAL) refuses FUTEX2_MPOL too (set mpol=0 too, or numa=1)"
+        );
+        let e = Expect::parse("mpol=1,numa=0").unwrap();
+        assert!(!e.numa && !e.mpol);
         // Each contradiction is named; consistent rows have none.
         for r in ["6.12.1", "6.16.12", "6.17.13", "6.18.15", "7.0.13", "7.3.4"] {
             assert_eq!(Expect::for_release(r).contradiction(), None, "{r}");

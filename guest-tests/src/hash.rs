@@ -598,6 +598,12 @@ impl SharedPage {
         Ok(SharedPage { ptr: p as *mut u8 })
     }
 
+    /// The page's first byte (page-aligned, 4096 bytes), for a caller that
+    /// keeps data of its own in it.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
     /// The `i`-th u32 of the page (i < 1024).
     pub fn word(&self, i: usize) -> &AtomicU32 {
         assert!(i < 1024);

@@ -19,5 +19,6 @@ pub mod ktap;
 pub mod numa;
 pub mod ops;
 pub mod plan;
+pub mod race;
 pub mod sys;
 pub mod topology;

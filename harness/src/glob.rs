@@ -15,6 +15,17 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// Why `pattern` is not a glob globset can parse (an unclosed `[`), if it
+/// is not; for validating globs users write into files.
+pub fn check(pattern: &str) -> Result<(), String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(false)
+        .backslash_escape(true)
+        .build()
+        .map(|_| ())
+        .map_err(|e| e.kind().to_string())
+}
+
 /// Whether `name` matches any of `patterns` (each may be a comma-separated
 /// list); an empty list matches everything.
 pub fn any(patterns: &[String], name: &str) -> bool {
@@ -45,5 +56,7 @@ mod tests {
         ] {
             assert_eq!(super::matches(p, n), want, "{p} vs {n}");
         }
+        assert!(super::check("*racing SET 0: * (os error 16)").is_ok());
+        assert!(super::check("[unclosed").unwrap_err().contains("unclosed"));
     }
 }

@@ -514,6 +514,14 @@ impl PlannedCell {
 /// Turns a request into a cell: the topology check first, then the
 /// suite's tests (only those `--test`'s first segment selects).
 pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
+    // An entry limited to other kernels (`kernel:` of a known failure)
+    // does not apply to this cell at all.
+    let known_failures = req
+        .known_failures
+        .iter()
+        .filter(|k| k.applies_to_kernel(&req.kernel_name))
+        .cloned()
+        .collect();
     let mut tests = Vec::new();
     if req.topology_check {
         tests.push(suite::topology_check(&req.topology));
@@ -569,7 +577,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             repeat: req.repeat,
         },
         shares: req.shares,
-        known_failures: req.known_failures,
+        known_failures,
         test_glob: req.test_glob,
     }
 }
@@ -642,6 +650,29 @@ mod tests {
         assert!(!keep("futex-prctl/get-fresh-is-0"));
         assert!(keep("topology/nodes") && keep("vm") && keep("boot/kernel-warning"));
         assert!(keep_case(None, &names, "futex-prctl/x"));
+    }
+
+    #[test]
+    fn a_known_failure_for_other_kernels_does_not_reach_the_cell() {
+        let entry = |kernels: &[&str]| KnownFailure {
+            case: "futex-resize/*".into(),
+            reason: "r".into(),
+            kernels: kernels.iter().map(|k| k.to_string()).collect(),
+            ..Default::default()
+        };
+        let mut r = request(None);
+        r.kernel_name = "debian-7.3".into();
+        r.known_failures = vec![
+            entry(&["debian-7.3", "source-7.3*"]),
+            entry(&["debian-7.0"]),
+            entry(&[]),
+        ];
+        let kept: Vec<_> = cell(0, r)
+            .known_failures
+            .iter()
+            .map(|k| k.kernels.len())
+            .collect();
+        assert_eq!(kept, [2, 0], "the debian-7.0 entry is dropped");
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub struct CellResult {
 }
 
 /// A failure the matrix declares known (`known_failures:` of a suite).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KnownFailure {
     /// Glob (`*`, `?`) over case names such as `futex_priv_hash/global.priv_hash`.
     pub case: String,
@@ -74,4 +74,47 @@ pub struct KnownFailure {
     pub reason: String,
     /// Only under this accelerator (`tcg`, `kvm`), if given.
     pub accel: Option<String>,
+    /// Only a failure whose one-line message matches this glob, if given:
+    /// a different failure of the same case is a new finding, not this one.
+    pub message: Option<String>,
+    /// Only on kernels whose name (a matrix kernel's `name:`) matches one
+    /// of these globs; empty: every kernel.
+    pub kernels: Vec<String>,
+}
+
+impl KnownFailure {
+    /// Whether the entry is meant for cells of the kernel named `name`.
+    pub fn applies_to_kernel(&self, name: &str) -> bool {
+        self.kernels.is_empty() || self.kernels.iter().any(|k| crate::glob::matches(k, name))
+    }
+
+    /// Whether the entry excuses the failure `message` of case `case`
+    /// under accelerator `accel` (the kernel is decided by the planner,
+    /// [`KnownFailure::applies_to_kernel`]).
+    pub fn excuses(&self, case: &str, message: &str, accel: &str) -> bool {
+        self.accel.as_deref().is_none_or(|a| a == accel)
+            && crate::glob::matches(&self.case, case)
+            && self
+                .message
+                .as_deref()
+                .is_none_or(|m| crate::glob::matches(m, message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KnownFailure;
+
+    #[test]
+    fn kernel_globs_name_the_kernels_an_entry_is_for() {
+        let k = KnownFailure {
+            kernels: vec!["debian-7.3".into(), "source-7.3*".into()],
+            ..Default::default()
+        };
+        assert!(k.applies_to_kernel("debian-7.3"));
+        assert!(k.applies_to_kernel("source-7.3-debug"));
+        assert!(!k.applies_to_kernel("debian-7.0"));
+        assert!(!k.applies_to_kernel("debian-7.3.4-other"));
+        assert!(KnownFailure::default().applies_to_kernel("anything"));
+    }
 }

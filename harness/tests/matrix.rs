@@ -135,8 +135,14 @@ fn schema_errors_say_where_and_what_was_expected() {
             "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {private_hash: false, growth: thread}\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
             "m.yaml:4:37: kernel \"a\": growth: thread needs private_hash: true",
         ),
+        (
+            "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {numa: false, mpol: true}\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
+            "m.yaml:4:29: kernel \"a\": mpol: true needs numa: true",
+        ),
     ];
     let mut cases = cases.to_vec();
+    let known = known_failure_error_cases();
+    cases.extend(known.iter().map(|(i, w)| (i.as_str(), w.as_str())));
     let shares = share_error_cases();
     cases.extend(shares.iter().map(|(i, w)| (i.as_str(), w.as_str())));
     let mut bad = Vec::new();
@@ -177,7 +183,7 @@ fn full_product_by_default_with_builtin_suites() {
         tests[0].args,
         [
             "--expect",
-            "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1"
+            "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,version=7.3"
         ]
     );
     assert!(!m.kernels[1].expect.private_hash && m.kernels[1].expect.prctl);
@@ -209,6 +215,53 @@ fn a_tree_kernel_is_a_kernel_spec_with_its_makefiles_version() {
 
 /// `shares:` and `artifacts:` errors: serde's for types and unknown
 /// keys, ours (placed at the item) for the `HOST[:GUEST[:ro|rw]]` syntax.
+/// `known_failures:` values that cannot work, at the offending value.
+fn known_failure_error_cases() -> Vec<(String, String)> {
+    let head = "kernels:\n  - name: debian-7.3\n    spec: debian:7.3\n  - name: source-7.3\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: futex\n    builtin: futex\n    known_failures:\n      - case: a/*\n        reason: r\n";
+    [
+        (
+            "      - case: futex-resize/x\n        reason: r\n        message: \"[unclosed\"\n",
+            "m.yaml:17:9: suite \"futex\": known_failures[1]: message \"[unclosed\": unclosed character class; missing ']'; expected a glob over the failure message",
+        ),
+        (
+            "      - case: futex-resize/x\n        reason: r\n        message: \"\"\n",
+            "m.yaml:17:9: suite \"futex\": known_failures[1]: message \"\": empty glob (leave message: out to accept every failure of the case); expected a glob over the failure message",
+        ),
+        (
+            "      - case: futex-resize/x\n        reason: r\n        kernel: []\n",
+            "m.yaml:17:9: suite \"futex\": known_failures[1]: kernel: expected at least one kernel name glob (leave kernel: out for every kernel)",
+        ),
+        (
+            "      - case: futex-resize/x\n        reason: r\n        kernel: [debian-7.3, \"debain-7*\"]\n",
+            "m.yaml:17:31: suite \"futex\": known_failures[1]: kernel \"debain-7*\" matches no kernel (known: debian-7.3, source-7.3)",
+        ),
+        (
+            "      - {case: futex-resize/x, reason: r, accel: qemu}\n",
+            "m.yaml:15:43: suite \"futex\": known_failures accel \"qemu\": expected tcg or kvm",
+        ),
+    ]
+    .into_iter()
+    .map(|(tail, want)| (format!("{head}{tail}"), want.to_string()))
+    .collect()
+}
+
+#[test]
+fn known_failures_keep_their_message_and_kernel_globs() {
+    let text = format!(
+        "{HEAD}suites:\n  - name: futex\n    builtin: futex\n    known_failures:\n      - case: futex-resize/set0-*\n        message: \"*(os error 16)\"\n        kernel: [k73]\n        reason: r\n"
+    );
+    let m = parse(&text).unwrap();
+    let k = &m
+        .suites
+        .iter()
+        .find(|s| s.name == "futex")
+        .unwrap()
+        .known_failures[0];
+    assert_eq!(k.message.as_deref(), Some("*(os error 16)"));
+    assert_eq!(k.kernels, ["k73"]);
+    assert!(k.applies_to_kernel("k73") && !k.applies_to_kernel("k616"));
+}
+
 fn share_error_cases() -> Vec<(String, String)> {
     // Six lines: the items below start on line 7.
     let base = "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n";
@@ -578,18 +631,48 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     assert_eq!(
         e("debian-6.12"),
         // 6.12.95 has the backported requeue fix (measured).
-        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=1"
+        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=1,version=6.12"
     );
     assert_eq!(
         e("debian-6.16"),
-        "prctl=1,private_hash=0,immutable=0,numa=1,mpol=1,growth=none,requeue_same_flags=0"
+        "prctl=1,private_hash=0,immutable=0,numa=1,mpol=1,growth=none,requeue_same_flags=0,version=6.16"
     );
     assert_eq!(
         e("debian-6.17"),
-        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=thread,requeue_same_flags=0"
+        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=thread,requeue_same_flags=0,version=6.17"
     );
     assert_eq!(
         e("debian-7.3"),
-        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1"
+        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,version=7.3"
+    );
+    // Built from source: no version in the spec, none to check.
+    assert!(!e("source-7.3").contains("version="));
+    // The one known failure of our suite excuses one message on 7.3 kernels.
+    let futex = m.suites.iter().find(|s| s.name == "futex").unwrap();
+    let k = &futex.known_failures[0];
+    assert!(k.excuses(
+        "futex-resize/set0-vs-thread-create",
+        "round 17: racing SET 0: thread 1 failed to spawn: Device or resource busy (os error 16)",
+        "tcg"
+    ));
+    assert!(!k.excuses(
+        "futex-resize/set0-vs-thread-create",
+        "round 3: GET after SET 0 raced thread creation: expected Ok(0), got Ok(16)",
+        "tcg"
+    ));
+    let on: Vec<&str> = m
+        .kernels
+        .iter()
+        .map(|k| k.name.as_str())
+        .filter(|n| k.applies_to_kernel(n))
+        .collect();
+    assert_eq!(
+        on,
+        [
+            "debian-7.3",
+            "source-7.3",
+            "source-7.3-immutable",
+            "source-7.3-debug"
+        ]
     );
 }

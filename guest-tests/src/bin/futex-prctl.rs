@@ -4,28 +4,39 @@
 //! for every value, GET 0, sub-op 3 -> 0) or, without `prctl`, EINVAL for
 //! every call. Each case runs in a fresh process that has created no thread.
 //!
-//! Cases (32):
+//! Cases (33):
 //! - `get-fresh-is-0`: GET before any futex op or thread is 0.
 //! - `get-after-futex-ops-is-0`: private futex wake/wait do not allocate: GET 0.
-//! - `get-ignores-args`: GET with junk in arg3..arg5 returns the same as GET.
+//! - `get-ignores-args`: GET with junk in arg3..arg5 returns the same as GET; pins an
+//!   implementation accident: GET checks none of its unused arguments.
 //! - `set-0-global`: SET 0 -> 0, GET 0, and a later SET 16 is EBUSY (global, not "no table").
 //! - `set-2`, `set-4`, `set-16`, `set-128`, `set-1024`, `set-65536`: SET 2^k -> 0, GET 2^k.
 //! - `set-pow2-sweep-up`: SET 2, 4, ..., 2^16 in one process, GET after each is exact.
 //! - `set-pow2-sweep-down`: SET 2^16, ..., 4, 2 (shrinking), GET after each is exact.
 //! - `set-not-pow2-einval`: SET 1, 3, 6, 15, 2^20+1, 0xffffffff -> EINVAL, GET stays 0.
-//! - `set-2pow25-enomem`: SET 2^25 -> ENOMEM (kvmalloc limit, nothing allocated), GET stays 0.
-//! - `set-2pow31-enomem`: SET 2^31 (a power of two; 2^31 * 64 B > INT_MAX) -> ENOMEM.
+//! - `set-2pow25-enomem`: SET 2^25 -> ENOMEM (kvmalloc limit, nothing allocated), GET stays 0;
+//!   pins an implementation accident: SET has no limit of its own, kvmalloc refuses
+//!   more than INT_MAX bytes (2^25 buckets of 64 B), so bigger buckets move the edge.
+//! - `set-2pow31-enomem`: SET 2^31 (a power of two; 2^31 * 64 B > INT_MAX) -> ENOMEM;
+//!   the same accident.
 //! - `set-after-enomem-works`: after ENOMEM, SET 32 works and GET 32.
-//! - `set-2pow32-acts-as-0`: SET 1<<32 (truncated to 0) -> 0, GET 0, SET 16 -> EBUSY.
-//! - `set-2pow32-or-16-acts-as-16`: SET (1<<32)|16 -> 0, GET 16.
+//! - `set-2pow32-acts-as-0`: SET 1<<32 (truncated to 0) -> 0, GET 0, SET 16 -> EBUSY;
+//!   pins an implementation accident: `futex_hash_allocate()` takes arg3 as an
+//!   `unsigned int`, so its high 32 bits are dropped (a kernel that checks the
+//!   whole `unsigned long` would say EINVAL here).
+//! - `set-2pow32-or-16-acts-as-16`: SET (1<<32)|16 -> 0, GET 16; the same accident.
 //! - `set-high-bits-truncated`: SET (1<<63)|64 -> GET 64; (1<<32)|3 -> EINVAL;
-//!   -16 as u64 (0xfffffff0 after truncation) -> EINVAL; 0xffffffff_80000000 -> ENOMEM.
+//!   -16 as u64 (0xfffffff0 after truncation) -> EINVAL; 0xffffffff_80000000 -> ENOMEM;
+//!   the same accident.
 //! - `unknown-subops-einval`: sub-ops 0, 4, 5, 99, 1<<32|2 -> EINVAL (no truncation of arg2).
 //! - `subop-3`: GET_IMMUTABLE: EINVAL on 6.17+ (0 on 6.16's stub, 0 with the patch and no table).
 //! - `set-arg4-einval`: SET 16 with arg4 = 2 and arg4 = 1<<32 -> EINVAL, GET stays 0
 //!   (arg4 = 1 too unless the immutability patch is expected).
-//! - `set-arg5-ignored`: SET 16 with arg5 = 0xdead -> 0, GET 16.
-//! - `set-0-one-way`: after SET 0: SET 0/2/16/2^16 and 2^31 -> EBUSY, 3 -> EINVAL (checked first), GET 0.
+//! - `set-arg5-ignored`: SET 16 with arg5 = 0xdead -> 0, GET 16; pins an implementation
+//!   accident: `kernel/sys.c` never looks at arg5 (no "must be 0" check).
+//! - `set-0-one-way`: after SET 0: SET 0/2/16/2^16 and 2^31 -> EBUSY, 3 -> EINVAL, GET 0;
+//!   the EINVAL pins an implementation accident: the value is checked before the
+//!   global hash is.
 //! - `set-0-after-custom`: SET 32, SET 0 -> 0, GET 0, SET 32 -> EBUSY.
 //! - `set-replace-custom`: SET 32, 64, 16, 16: each 0, GET exact after each.
 //! - `get-after-failed-set-unchanged`: SET 64, then EINVAL/ENOMEM SETs leave GET 64.
@@ -33,13 +44,17 @@
 //! - `set-from-other-thread`: SET 128 in a second thread -> GET 128 in the first (mm-wide).
 //! - `set-0-after-threads`: with threads alive, SET 0 -> GET 0, SET 16 -> EBUSY.
 //! - `custom-2-stops-growth`: SET 2, then threads (which would auto-allocate 16): GET stays 2.
-//! - `custom-16-stops-growth`: SET 16, then more threads than CPUs: GET stays 16 (only
-//!   meaningful with >= 5 online CPUs, where growth would reach 32; said in a diagnostic).
+//! - `custom-16-stops-growth`: SET 16, then more threads than CPUs: GET stays 16
+//!   (>= 5 online CPUs, where growth would reach 32; SKIP with the reason on fewer).
+//! - `kernel-version-matches`: not the futex ABI but the run's own premise: the booted
+//!   kernel's `uname -r` is of `version=` of the expectations (the version whose row
+//!   they are), so a resolver that booted another upload cannot pass the wrong row;
+//!   SKIP with the reason when no version is given (a binary run by hand).
 
 use guest_tests::cases::{diag, main as run, Case, Ctx};
 use guest_tests::hash::{
-    self, done, ensure_get, ensure_res, ensure_set, want_get, Check, Parked, Worker, EBUSY, EINVAL,
-    ENOMEM,
+    self, done, ensure_get, ensure_res, ensure_set, fail, skip, want_get, Check, Parked, Worker,
+    EBUSY, EINVAL, ENOMEM,
 };
 use guest_tests::ktap::Outcome;
 use guest_tests::sys;
@@ -359,18 +374,20 @@ fn zero_after_threads(ctx: &Ctx) -> Outcome {
 
 fn stops_growth(ctx: &Ctx, custom: u64) -> Check {
     let e = &ctx.expect;
-    ensure_set(e, custom, Ok(0))?;
     let online = hash::online_cpus();
     let n = (online + 2).clamp(6, 32);
     let would = hash::auto_size_for(n, online, hash::global_size());
+    if would <= custom {
+        // Nothing to observe: without the SET growth would not pass it either.
+        return Err(skip(format!(
+            "growth past {custom} slots needs >= 5 online CPUs (4 x 5 threads -> 32); \
+             {online} online, where {n} threads would only reach {would}"
+        )));
+    }
+    ensure_set(e, custom, Ok(0))?;
     diag(&format!(
         "{n} threads on {online} online CPUs; without the custom SET growth would reach {would}"
     ));
-    if would <= custom {
-        diag(&format!(
-            "growth past {custom} needs >= 5 online CPUs: this only checks GET stays {custom}"
-        ));
-    }
     let parked = Parked::spawn(n, Duration::from_secs(20))?;
     // Growth is deferred: give it time to (wrongly) land.
     let want = want_get(e, custom as i64);
@@ -385,6 +402,43 @@ fn custom_2(ctx: &Ctx) -> Outcome {
 
 fn custom_16(ctx: &Ctx) -> Outcome {
     done(stops_growth(ctx, 16))
+}
+
+/// The running kernel's release as `uname -r` prints it (`uname(2)`).
+fn uname_release() -> String {
+    // SAFETY: utsname is plain old data (arrays of c_char), zero is valid.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a live utsname for the kernel to fill.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return String::new();
+    }
+    let bytes: Vec<u8> = u
+        .release
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+fn version_matches(ctx: &Ctx) -> Outcome {
+    let Some(version) = ctx.expect.version.as_deref() else {
+        return skip(
+            "no version= in the expectations (the harness gives the version whose row they are; \
+             a binary run by hand has none)",
+        );
+    };
+    let release = uname_release();
+    if guest_tests::expect::release_matches(version, &release) {
+        diag(&format!("kernel {release}, expectations for {version}"));
+        Outcome::Pass
+    } else {
+        fail(format!(
+            "the booted kernel is {release:?}, but the expectations are {version}'s: \
+             another kernel than the resolved one was booted, and every result of this \
+             cell was judged against the wrong row"
+        ))
+    }
 }
 
 /// The first line of `--help`.
@@ -427,6 +481,7 @@ fn main() {
             Case::new("set-0-after-threads", zero_after_threads),
             Case::new("custom-2-stops-growth", custom_2),
             Case::new("custom-16-stops-growth", custom_16),
+            Case::new("kernel-version-matches", version_matches),
         ],
     )
 }

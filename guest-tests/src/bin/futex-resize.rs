@@ -8,11 +8,16 @@
 //!
 //! Stress knobs: `cases::main` rejects unknown arguments, so the stress
 //! amount comes from the environment (inherited by the case processes):
-//! `FUTEX_STRESS_ITERATIONS=N` (default 3) resize rounds and
-//! `FUTEX_STRESS_SECONDS=S` (default 0) minimum wall time for the `*-load`
-//! and `*-race` cases; their timeout grows by S.
+//! `FUTEX_STRESS_ITERATIONS=N` (`--iterations N`; default 3) resize rounds
+//! of the `*-load` cases and exactly N rounds of each race case, and
+//! `FUTEX_STRESS_SECONDS=S` (`--seconds S`; default 0) minimum wall time
+//! for both; their timeouts grow with them. Without them a race case runs
+//! 10 rounds, then until 10 of them overlapped (both calls inside the kernel
+//! at one instant, by `CLOCK_MONOTONIC` just before and after each), at
+//! most 200 rounds or 2 s, and prints `# rounds: N, overlapped: M`
+//! (`guest_tests::race`). Each round is a fresh process.
 //!
-//! Cases (28):
+//! Cases (30):
 //! - `wait-private-resize`, `wait-global-resize`: 4 futex_wait waiters queued
 //!   on a 16-slot table survive SET 128 -> 32 (resp. SET 0): one wake wakes
 //!   exactly 4, each returns 0, a second wake wakes 0.
@@ -30,15 +35,23 @@
 //!   (every hammer op must return exactly 0 / EAGAIN / ETIMEDOUT).
 //! - `mixed-global-resize-load`: wait + waitv + requeued waiters, hammer
 //!   threads, then SET 0: all woken with exact counts.
-//! - `set0-race`: two threads SET 0 at once: at least one returns 0, the other 0 or
-//!   EBUSY (never both EBUSY; `docs/futex-abi.md` section 2 says when both are 0);
+//! - `set0-race`: two threads SET 0 at once, every round: Ok(0) and (Ok(0) or
+//!   EBUSY), never both EBUSY (`docs/futex-abi.md` section 2 says when both are 0);
 //!   GET 0; SET 16 EBUSY.
-//! - `set0-vs-set128-race`: SET 0 returns 0, SET 128 0 or EBUSY; GET 0 at the end.
-//! - `set32-vs-set128-race`: both return 0, GET ends 32 or 128.
-//! - `set-vs-thread-create`: SET 64 while threads are being created: SET 0,
-//!   every spawn succeeds, GET ends 64 or an automatic size for the thread counts seen.
-//! - `set0-vs-thread-create`: SET 0 while threads are being created: every
-//!   spawn succeeds, GET 0, SET 16 EBUSY.
+//! - `set0-vs-set128-race`: every round SET 0 returns 0, SET 128 0 or EBUSY; GET 0;
+//!   SET 16 EBUSY.
+//! - `set32-vs-set128-race`: every round both return 0, GET 32 or 128.
+//! - `set-vs-thread-create`: every round SET 64 while this thread clones threads
+//!   (5 alive at each clone: with >= 5 CPUs each allocates 32 slots against the
+//!   SET): every clone succeeds, SET 0, GET exactly 64 (an automatic size there,
+//!   16 or 32, would mean the SET's table was lost), SET 16 0.
+//! - `set0-vs-thread-create`: the same with SET 0: every clone succeeds, GET 0,
+//!   SET 16 EBUSY (7.3 fails a clone with EBUSY here: `docs/findings.md`).
+//! - `set0-then-threads`: SET 0, then threads one by one, each kept: every spawn
+//!   succeeds, GET 0 after each, SET 16 EBUSY.
+//! - `custom-survives-growth`: (>= 5 online CPUs, else SKIP) SET 64, then 10
+//!   bursts of online+1 (>= 5) threads: GET stays 64 (polled while growth
+//!   would land).
 //! - `auto-first-thread-16`: GET 0, then one thread -> 16 at once (growth != none).
 //! - `auto-size-formula`: online+1 threads -> GET reaches exactly
 //!   clamp(roundup_pow_of_two(4*min(threads, online)), 16, global) (polled).
@@ -56,16 +69,19 @@
 //!   shared futex on a MAP_SHARED page: the child's wait is woken by the
 //!   parent's wake (count exactly 1), and the parent's wait by the child's.
 
+#[path = "futex-resize/races.rs"]
+mod races;
+
 use guest_tests::cases::{diag, main as run, Case, Ctx};
 use guest_tests::expect::Expect;
 use guest_tests::hash::{
     self, done, ensure, ensure_get, ensure_res, ensure_set, fail, legacy, priv32, skip, want_get,
-    want_set, Check, Hammer, Parked, Res, SharedPage, Worker, EBUSY,
+    want_set, Check, Hammer, Parked, Res, SharedPage, Worker,
 };
 use guest_tests::ktap::Outcome;
 use guest_tests::sys::{self, Errno, FutexWaitv};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROBE_ENV: &str = "FUTEX_RESIZE_PROBE";
@@ -393,195 +409,6 @@ fn mixed_global_load(ctx: &Ctx) -> Outcome {
     })())
 }
 
-// ------------------------------------------------------------ SET races
-
-/// Runs `a` and `b` on two threads released at the same instant.
-fn race<A, B>(a: A, b: B) -> Result<(Res, Res), Outcome>
-where
-    A: FnOnce() -> Res + Send + 'static,
-    B: FnOnce() -> Res + Send + 'static,
-{
-    let go = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(Barrier::new(3));
-    let spin = |go: Arc<AtomicBool>, ready: Arc<Barrier>| {
-        ready.wait();
-        while !go.load(Ordering::Acquire) {
-            std::hint::spin_loop();
-        }
-    };
-    let (g1, r1, g2, r2) = (go.clone(), ready.clone(), go.clone(), ready.clone());
-    let ta = Worker::spawn(move || {
-        spin(g1, r1);
-        a()
-    })?;
-    let tb = Worker::spawn(move || {
-        spin(g2, r2);
-        b()
-    })?;
-    ready.wait();
-    go.store(true, Ordering::Release);
-    Ok((ta.join(JOIN)?, tb.join(JOIN)?))
-}
-
-fn set0_race(ctx: &Ctx) -> Outcome {
-    done((|| {
-        let e = &ctx.expect;
-        let (ra, rb) = race(|| hash::set(0), || hash::set(0))?;
-        diag(&format!(
-            "SET 0 / SET 0: {} / {}",
-            hash::show(&ra),
-            hash::show(&rb)
-        ));
-        if e.private_hash {
-            let mut v = [ra, rb];
-            v.sort_by_key(|r| r.is_err());
-            // Not only "0 and EBUSY": when the first SET's pivot is
-            // deferred (old table still referenced) the second one
-            // replaces the pending global table (futex_hash_less) and also
-            // returns 0; seen on 6.18 in most runs. Both EBUSY never.
-            ensure(v == [Ok(0), EBUSY] || v == [Ok(0), Ok(0)], || {
-                format!(
-                    "two concurrent SET 0: expected Ok(0) and (Ok(0) or EBUSY), got {} and {}",
-                    hash::show(&ra),
-                    hash::show(&rb)
-                )
-            })?;
-        } else {
-            ensure_res("SET 0 (thread a)", ra, want_set(e, Ok(0)))?;
-            ensure_res("SET 0 (thread b)", rb, want_set(e, Ok(0)))?;
-        }
-        ensure_get(e, "after the race", 0)?;
-        ensure_set(e, 16, EBUSY)
-    })())
-}
-
-fn set0_vs_128(ctx: &Ctx) -> Outcome {
-    done((|| {
-        let e = &ctx.expect;
-        let (r0, r128) = race(|| hash::set(0), || hash::set(128))?;
-        diag(&format!(
-            "SET 0 / SET 128: {} / {}",
-            hash::show(&r0),
-            hash::show(&r128)
-        ));
-        ensure_res("SET 0 racing SET 128", r0, want_set(e, Ok(0)))?;
-        if e.private_hash {
-            ensure(r128 == Ok(0) || r128 == EBUSY, || {
-                format!(
-                    "SET 128 racing SET 0: expected Ok(0) or EBUSY, got {}",
-                    hash::show(&r128)
-                )
-            })?;
-        } else {
-            ensure_res("SET 128 racing SET 0", r128, want_set(e, Ok(0)))?;
-        }
-        ensure_get(e, "after the race (global wins)", 0)?;
-        ensure_set(e, 16, EBUSY)
-    })())
-}
-
-fn set32_vs_128(ctx: &Ctx) -> Outcome {
-    done((|| {
-        let e = &ctx.expect;
-        let (ra, rb) = race(|| hash::set(32), || hash::set(128))?;
-        ensure_res("SET 32 racing SET 128", ra, want_set(e, Ok(0)))?;
-        ensure_res("SET 128 racing SET 32", rb, want_set(e, Ok(0)))?;
-        let g = hash::get();
-        diag(&format!("GET after the race: {}", hash::show(&g)));
-        if e.private_hash {
-            ensure(g == Ok(32) || g == Ok(128), || {
-                format!(
-                    "GET after SET 32 / SET 128 race: expected 32 or 128, got {}",
-                    hash::show(&g)
-                )
-            })
-        } else {
-            ensure_res("GET after the race", g, want_get(e, 0))
-        }
-    })())
-}
-
-/// Creates `n` short-lived threads one after another (each must spawn).
-fn churn(n: usize, stop: Arc<AtomicBool>) -> Result<usize, String> {
-    let mut made = 0;
-    for _ in 0..n {
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        let h = std::thread::Builder::new()
-            .stack_size(64 * 1024)
-            .spawn(|| std::thread::sleep(Duration::from_millis(1)))
-            .map_err(|e| format!("thread {made} failed to spawn: {e}"))?;
-        h.join().map_err(|_| "churn thread panicked".to_string())?;
-        made += 1;
-    }
-    Ok(made)
-}
-
-fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
-    let e = &ctx.expect;
-    let (iters, secs) = stress_rounds();
-    let stop = Arc::new(AtomicBool::new(false));
-    let s2 = stop.clone();
-    let n = 50 * iters as usize;
-    // Two spawners so there are 3 threads at times (counts up to 3 matter).
-    let c1 = Worker::spawn(move || churn(n, s2))?;
-    let s3 = stop.clone();
-    let c2 = Worker::spawn(move || churn(n, s3))?;
-    std::thread::sleep(Duration::from_millis(5));
-    let start = Instant::now();
-    let r = hash::set(slots);
-    while start.elapsed() < secs {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let made1 = c1.join(Duration::from_secs(30) + secs)?;
-    let made2 = c2.join(Duration::from_secs(30) + secs)?;
-    stop.store(true, Ordering::SeqCst);
-    let (m1, m2) = match (made1, made2) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(w), _) | (_, Err(w)) => return Err(fail(format!("racing SET {slots}: {w}"))),
-    };
-    diag(&format!(
-        "SET {slots} -> {}; {m1} + {m2} threads created",
-        hash::show(&r)
-    ));
-    ensure_res(
-        &format!("SET {slots} racing thread creation"),
-        r,
-        want_set(e, Ok(0)),
-    )?;
-    let g = hash::poll_get(5, 50, |_| false);
-    if !e.private_hash {
-        return ensure_res("GET after the race", g, want_get(e, 0));
-    }
-    if slots == 0 {
-        ensure_res("GET after SET 0 raced thread creation", g, Ok(0))?;
-        return ensure_set(e, 16, EBUSY);
-    }
-    let online = hash::online_cpus();
-    let global = hash::global_size();
-    let autos: Vec<i64> = (1..=4)
-        .map(|t| hash::auto_size_for(t, online, global) as i64)
-        .collect();
-    ensure(
-        g == Ok(slots as i64) || matches!(g, Ok(v) if autos.contains(&v)),
-        || {
-            format!(
-            "GET after SET {slots} raced thread creation: expected {slots} or an automatic size {autos:?}, got {}",
-            hash::show(&g)
-        )
-        },
-    )
-}
-
-fn set64_vs_create(ctx: &Ctx) -> Outcome {
-    done(set_vs_create(ctx, 64))
-}
-
-fn set0_vs_create(ctx: &Ctx) -> Outcome {
-    done(set_vs_create(ctx, 0))
-}
-
 // ---------------------------------------------------------- auto sizing
 
 fn auto_want(e: &Expect, threads: usize) -> Res {
@@ -894,6 +721,11 @@ fn main() {
         run,
         timeout: Duration::from_secs(60) + 2 * extra,
     };
+    let racing = |name, run| Case {
+        name,
+        run,
+        timeout: races::rounds().timeout(),
+    };
     run(
         ABOUT,
         &[
@@ -907,11 +739,13 @@ fn main() {
             Case::new("pi-global-resize", pi_global),
             long("wait-private-resize-load", wait_private_load),
             Case::new("mixed-global-resize-load", mixed_global_load),
-            Case::new("set0-race", set0_race),
-            Case::new("set0-vs-set128-race", set0_vs_128),
-            Case::new("set32-vs-set128-race", set32_vs_128),
-            long("set-vs-thread-create", set64_vs_create),
-            long("set0-vs-thread-create", set0_vs_create),
+            racing("set0-race", races::set0_race),
+            racing("set0-vs-set128-race", races::set0_vs_128),
+            racing("set32-vs-set128-race", races::set32_vs_128),
+            racing("set-vs-thread-create", races::set64_vs_create),
+            racing("set0-vs-thread-create", races::set0_vs_create),
+            Case::new("set0-then-threads", races::set0_then_threads),
+            Case::new("custom-survives-growth", races::custom_survives_growth),
             Case::new("auto-first-thread-16", auto_first),
             Case::new("auto-size-formula", auto_formula),
             Case::new("auto-capped-by-cpus", auto_capped),

@@ -140,7 +140,7 @@ mod tests {
         let imm = k(Some("7.3"), Some("immutable=1"));
         let e = imm.expectations(None).unwrap().unwrap();
         assert!(
-            e.contains("immutable=1") && e.contains("growth=any-vm"),
+            e.contains("immutable=1") && e.contains("growth=any-vm") && e.ends_with(",version=7.3"),
             "{e}"
         );
         let e = imm.expectations(Some("immutable=0")).unwrap().unwrap();
@@ -289,15 +289,18 @@ pub enum KernelOrigin {
 
 impl ResolvedKernel {
     /// The expectations the futex suites get: the version's row of the ABI
-    /// table (`6.18` -> 6.18.15), then what the kernel's definition
-    /// declares, then `extra` (the user's `--expect`), later keys winning.
-    /// `None` when nothing is known.
+    /// table (`6.18` -> 6.18.15) with `version=` naming it, then what the
+    /// kernel's definition declares, then `extra` (the user's `--expect`),
+    /// later keys winning. `None` when nothing is known.
     pub fn expectations(&self, extra: Option<&str>) -> Result<Option<String>, String> {
         use guest_tests::expect::Expect;
-        let base = self
-            .version
-            .as_deref()
-            .map(|v| Expect::for_release(v).encode());
+        let base = self.version.as_deref().map(|v| {
+            let mut e = Expect::for_release(v);
+            // For `futex-prctl/kernel-version-matches`; a version the key
+            // refuses is left out (that case then skips, saying so).
+            let _ = e.set("version", v);
+            e.encode()
+        });
         let parts: Vec<&str> = [base.as_deref(), self.expect.as_deref(), extra]
             .into_iter()
             .flatten()

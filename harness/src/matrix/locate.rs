@@ -90,6 +90,43 @@ pub fn nth(text: &str, sect: &str, key: Option<&str>, index: usize) -> Option<Po
             .position(|l| l.trim_start().starts_with(&k))?
             + 1;
     }
+    entry_from(&lines, i, index)
+}
+
+/// The `index`-th entry (0-based) of the block list under the key on
+/// line `key_line` (1-based), such as one suite's `known_failures:`.
+pub fn nth_under(text: &str, key_line: usize, index: usize) -> Option<Pos> {
+    let lines: Vec<&str> = text.lines().collect();
+    entry_from(&lines, key_line, index)
+}
+
+/// The `field:` key of the list entry at `entry` (the `- ` of a block
+/// entry or the `{` of a flow one), before the entry's block ends.
+pub fn field_in(text: &str, entry: Pos, field: &str) -> Option<Pos> {
+    let key = format!("{field}:");
+    let (line, col) = entry;
+    for (i, l) in text.lines().enumerate().skip(line - 1) {
+        let indent = l.len() - l.trim_start().len();
+        if i + 1 > line && !l.trim().is_empty() && indent < col {
+            break;
+        }
+        if i + 1 > line && indent + 1 == col && l.trim_start().starts_with('-') {
+            break; // the next entry
+        }
+        let code = l.split(" #").next().unwrap_or(l);
+        if let Some(p) = code.find(&key) {
+            let before = code[..p].chars().last();
+            if before.is_none_or(|b| " {,-".contains(b)) {
+                return Some((i + 1, p + 1));
+            }
+        }
+    }
+    None
+}
+
+/// From line index `i` (0-based) on: the `index`-th `- ` entry of the
+/// first list found, until the list's block ends.
+fn entry_from(lines: &[&str], i: usize, index: usize) -> Option<Pos> {
     let mut n = 0;
     let mut dash_col = None;
     for (j, l) in lines.iter().enumerate().skip(i) {
@@ -174,6 +211,22 @@ mod tests {
         assert_eq!(nth(Y, "cells", Some("exclude"), 1), Some((10, 5)));
         assert_eq!(nth(Y, "kernels", None, 1), Some((4, 3)));
         assert_eq!(item(Y, "kernels", "zz", None), None);
+    }
+
+    #[test]
+    fn finds_the_fields_of_one_entry_of_a_nested_list() {
+        let y = "suites:\n  - name: a\n    known_failures:\n      - case: x\n        reason: r\n      - case: y\n        message: \"m*\"\n        kernel: [k1, k2]\n  - name: b\n";
+        let key = item(y, "suites", "a", Some("known_failures")).unwrap();
+        assert_eq!(key, (3, 5));
+        let second = nth_under(y, key.0, 1).unwrap();
+        assert_eq!(second, (6, 7));
+        assert_eq!(field_in(y, second, "message"), Some((7, 9)));
+        assert_eq!(field_in(y, second, "kernel"), Some((8, 9)));
+        // Not from the entry before or after.
+        let first = nth_under(y, key.0, 0).unwrap();
+        assert_eq!(field_in(y, first, "message"), None);
+        assert_eq!(nth_under(y, key.0, 2), None);
+        assert_eq!(scalar(y, second.0, None, "k2", 0), Some((8, 22)));
     }
 
     #[test]

@@ -71,8 +71,8 @@ pub struct Suite {
     pub kind: SuiteKind,
     /// Relative cost for sharding.
     pub weight: u32,
-    /// Known failures: (case glob, reason, only under this accel).
-    pub known_failures: Vec<(String, String, Option<String>)>,
+    /// Known failures (each with its case, message and kernel globs).
+    pub known_failures: Vec<crate::result::KnownFailure>,
 }
 
 /// One cell: indices into the matrix plus per-cell settings.
@@ -152,7 +152,7 @@ pub fn validate(raw: RawMatrix, path: &Path, text: &str) -> Result<Matrix, Matri
     let cx = Ctx { path, text };
     let kernels = validate::kernels(&cx, raw.kernels)?;
     let topologies = validate::topologies(&cx, raw.topologies)?;
-    let suites = validate::suites(&cx, raw.suites)?;
+    let suites = validate::suites(&cx, raw.suites, &kernels)?;
     let defaults = CellDefaults {
         shares: validate::shares(&cx, &raw.shares)?,
         artifacts: raw.artifacts.unwrap_or(true),

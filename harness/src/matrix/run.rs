@@ -173,15 +173,7 @@ async fn plan_cell(
         &kernel.spec_text,
         &resolved,
     ));
-    req.known_failures = suite
-        .known_failures
-        .iter()
-        .map(|(case, reason, accel)| crate::result::KnownFailure {
-            case: case.clone(),
-            reason: reason.clone(),
-            accel: accel.clone(),
-        })
-        .collect();
+    req.known_failures = suite.known_failures.clone();
     Ok(planner::cell(meta.index, req))
 }
 

@@ -127,6 +127,12 @@ pub struct RawKnownFailure {
     pub reason: String,
     /// Only under this accelerator (`tcg` or `kvm`); default: always.
     pub accel: Option<String>,
+    /// Only a failure whose one-line message matches this glob; default:
+    /// any failure of the case.
+    pub message: Option<String>,
+    /// Only on kernels whose name matches one of these globs; default:
+    /// every kernel.
+    pub kernel: Option<Vec<String>>,
 }
 
 /// One test of a custom suite.

@@ -231,7 +231,7 @@ pub fn ready(
     req.known_failures = vec![KnownFailure {
         case: "futex-resize/set0-vs-thread-create".into(),
         reason: "kernel race (docs/findings.md)".into(),
-        accel: None,
+        ..Default::default()
     }];
     harness::planner::cell(index, req)
 }

@@ -94,6 +94,11 @@ fn expectations(cx: &Ctx, k: &RawKernel, spec: &KernelSpec) -> Result<Expect, Ma
             .set(key, value)
             .map_err(|m| cx.at_item("kernels", &k.name, Some(key), m))?;
     }
+    // The version the row was written for, which
+    // `futex-prctl/kernel-version-matches` checks the booted kernel against.
+    if let Some(v) = spec.version() {
+        let _ = expect.set("version", v);
+    }
     if let Some(c) = expect.contradiction() {
         // The key of a contradiction is the one expected on.
         let value = if c.key == "growth" {

@@ -2,9 +2,11 @@
 //! known failures, plus the implicit built-ins nobody declared.
 
 use super::{check_name, Ctx, Declared};
-use crate::matrix::model::{parse_duration, Suite, SuiteKind};
+use crate::matrix::locate::{self, Pos};
+use crate::matrix::model::{parse_duration, Kernel, Suite, SuiteKind};
 use crate::matrix::schema::{RawKnownFailure, RawSuite, RawTest};
 use crate::matrix::MatrixError;
+use crate::result::KnownFailure;
 use crate::suite::{self, Binary, SuiteTest};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,14 +24,19 @@ pub(in crate::matrix) struct Suites {
     pub(in crate::matrix) default_product: Vec<usize>,
 }
 
-/// Validates the `suites:` list (names unique) and adds the implicit ones.
-pub(in crate::matrix) fn suites(cx: &Ctx, raw: Vec<RawSuite>) -> Result<Suites, MatrixError> {
+/// Validates the `suites:` list (names unique) and adds the implicit ones;
+/// `kernels` are the validated kernels known-failure globs must name.
+pub(in crate::matrix) fn suites(
+    cx: &Ctx,
+    raw: Vec<RawSuite>,
+    kernels: &[Kernel],
+) -> Result<Suites, MatrixError> {
     let mut suites = Vec::new();
     let mut declared = Declared::new("suites", "suite");
     let declared_any = !raw.is_empty();
     for s in raw {
         declared.add(cx, &s.name)?;
-        suites.push(declared_suite(cx, s)?);
+        suites.push(declared_suite(cx, s, kernels)?);
     }
     let declared = suites.len();
     for b in IMPLICIT_SUITES {
@@ -54,7 +61,7 @@ pub(in crate::matrix) fn suites(cx: &Ctx, raw: Vec<RawSuite>) -> Result<Suites, 
     })
 }
 
-fn declared_suite(cx: &Ctx, s: RawSuite) -> Result<Suite, MatrixError> {
+fn declared_suite(cx: &Ctx, s: RawSuite, kernels: &[Kernel]) -> Result<Suite, MatrixError> {
     let kind = match (s.builtin, s.tests) {
         (Some(b), None) => {
             // kselftest suites are built per kernel when the matrix runs.
@@ -89,7 +96,7 @@ fn declared_suite(cx: &Ctx, s: RawSuite) -> Result<Suite, MatrixError> {
         SuiteKind::Builtin(b) => suite::builtin(b, None).map(|t| t.len()).unwrap_or(1) as u32,
         SuiteKind::Custom(t) => t.len() as u32,
     });
-    let known_failures = known_failures(cx, &s.name, s.known_failures)?;
+    let known_failures = known_failures(cx, &s.name, s.known_failures, kernels)?;
     Ok(Suite {
         name: s.name,
         kind,
@@ -183,26 +190,74 @@ fn custom_test(cx: &Ctx, name: &str, t: RawTest) -> Result<SuiteTest, MatrixErro
     })
 }
 
-/// `known_failures:` of suite `name` as (case glob, reason, accel).
+/// `known_failures:` of suite `name`: accel `tcg` or `kvm`, a message glob
+/// that parses, kernel globs that parse and each name a declared kernel.
 fn known_failures(
     cx: &Ctx,
     name: &str,
     raw: Vec<RawKnownFailure>,
-) -> Result<Vec<(String, String, Option<String>)>, MatrixError> {
+    kernels: &[Kernel],
+) -> Result<Vec<KnownFailure>, MatrixError> {
+    let key = locate::item(cx.text, "suites", name, Some("known_failures"));
     let mut known_failures = Vec::new();
-    for k in raw {
+    for (i, k) in raw.into_iter().enumerate() {
+        let entry = key.and_then(|(line, _)| locate::nth_under(cx.text, line, i));
+        let at_field = |field: &str| entry.and_then(|e| locate::field_in(cx.text, e, field));
+        let err = |pos: Option<Pos>, what: String| {
+            cx.err(
+                pos.or(entry),
+                format!("suite {name:?}: known_failures[{i}]: {what}"),
+            )
+        };
         if let Some(a) = k.accel.as_deref().filter(|a| !["tcg", "kvm"].contains(a)) {
-            return Err(cx.at_item(
-                "suites",
-                name,
-                Some("accel"),
-                format!(
-                    "suite {:?}: known_failures accel {a:?}: expected tcg or kvm",
-                    name
-                ),
+            return Err(cx.err(
+                at_field("accel").or(entry),
+                format!("suite {name:?}: known_failures accel {a:?}: expected tcg or kvm"),
             ));
         }
-        known_failures.push((k.case, k.reason, k.accel));
+        if let Some(m) = &k.message {
+            let why = if m.is_empty() {
+                Err("empty glob (leave message: out to accept every failure of the case)".into())
+            } else {
+                crate::glob::check(m)
+            };
+            if let Err(why) = why {
+                return Err(err(
+                    at_field("message"),
+                    format!("message {m:?}: {why}; expected a glob over the failure message"),
+                ));
+            }
+        }
+        let given = k.kernel.is_some();
+        let globs = k.kernel.unwrap_or_default();
+        if given && globs.is_empty() {
+            return Err(err(
+                at_field("kernel"),
+                "kernel: expected at least one kernel name glob (leave kernel: out for every kernel)"
+                    .into(),
+            ));
+        }
+        for g in &globs {
+            let at = entry.and_then(|(line, _)| locate::scalar(cx.text, line, None, g, 0));
+            crate::glob::check(g).map_err(|why| err(at, format!("kernel {g:?}: {why}")))?;
+            if !kernels.iter().any(|kn| crate::glob::matches(g, &kn.name)) {
+                let known: Vec<&str> = kernels.iter().map(|kn| kn.name.as_str()).collect();
+                return Err(err(
+                    at.or(at_field("kernel")),
+                    format!(
+                        "kernel {g:?} matches no kernel (known: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        known_failures.push(KnownFailure {
+            case: k.case,
+            reason: k.reason,
+            accel: k.accel,
+            message: k.message,
+            kernels: globs,
+        });
     }
     Ok(known_failures)
 }

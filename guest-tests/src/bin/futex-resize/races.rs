@@ -1,0 +1,416 @@
+//! `futex-resize`'s SET races and the SET-then-threads cases they stand
+//! against (`docs/futex-abi.md` section 2, "Concurrent SETs" and "Known
+//! kernel bugs"). Every race round runs in a fresh process
+//! (`guest_tests::race`) and accepts exactly what 7.3.4's
+//! `futex_hash_allocate()` can end in, read from `kernel/futex/core.c`;
+//! the comment at each check says why.
+
+use guest_tests::cases::{diag, Ctx};
+use guest_tests::expect::Expect;
+use guest_tests::hash::{
+    self, done, ensure, ensure_res, fail, skip, want_get, want_set, Check, Parked, Res, EBUSY,
+};
+use guest_tests::ktap::Outcome;
+use guest_tests::race::{self, Call, Rounds};
+use guest_tests::sys::Errno;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A round's process is killed after this.
+const ROUND: Duration = Duration::from_secs(20);
+
+/// The default rounds of a race case: 10, then until 10 overlapped, at
+/// most 200 rounds or 2 s (`--iterations` / `--seconds` replace it).
+pub fn rounds() -> Rounds {
+    Rounds::from_env(10, 10, 200, Duration::from_secs(2))
+}
+
+fn why(o: Outcome) -> String {
+    match o {
+        Outcome::Fail(w) | Outcome::Skip(w) => w,
+        Outcome::Pass => "passed".into(),
+    }
+}
+
+/// How far apart the rounds stagger the two calls: the longest call seen,
+/// so the shifts cover a whole call (50 us .. 50 ms).
+struct Span(u64);
+
+impl Span {
+    fn new() -> Span {
+        Span(1_000_000)
+    }
+
+    fn saw(&mut self, c: &Call) {
+        self.0 = self.0.max(c.took()).clamp(50_000, 50_000_000);
+    }
+}
+
+// ------------------------------------------------------------ SET vs SET
+
+#[derive(Clone, Copy)]
+struct SetRound {
+    a: Call,
+    b: Call,
+    get: Res,
+    set16: Option<Res>,
+}
+
+/// One round: a fresh process whose racing thread gave it an automatic
+/// 16-slot table (any `growth` but `none`), SET `x` there against SET `y`
+/// here, then GET and (if asked) SET 16.
+fn set_round(r: u64, span: &mut Span, x: u64, y: u64, then_16: bool) -> Result<SetRound, Outcome> {
+    let stagger = race::stagger(r, span.0);
+    let round = race::in_fresh_process(ROUND, move || {
+        let (a, b) = race::two_at_once(
+            stagger,
+            move || hash::set(x),
+            || Call::timed(|| hash::set(y)),
+        )?;
+        Ok(SetRound {
+            a,
+            b,
+            get: hash::get(),
+            set16: then_16.then(|| hash::set(16)),
+        })
+    })?;
+    span.saw(&round.a);
+    span.saw(&round.b);
+    Ok(round)
+}
+
+/// Rounds of SET `x` (a racing thread) against SET `y` (this one), then
+/// GET (and SET 16 if `then_16`); `check` judges each round. Prints how
+/// often each outcome came.
+fn set_race(x: u64, y: u64, then_16: bool, check: impl Fn(&SetRound) -> Check) -> Outcome {
+    let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
+    let mut span = Span::new();
+    let t = race::run(&rounds(), |r, overlapped| {
+        let o = set_round(r, &mut span, x, y, then_16)?;
+        *overlapped = o.a.overlaps(&o.b);
+        let seen = format!(
+            "SET {x} {}, SET {y} {}, GET {}",
+            hash::show(&o.a.res),
+            hash::show(&o.b.res),
+            hash::show(&o.get)
+        );
+        *outcomes.entry(seen).or_default() += 1;
+        check(&o)
+    });
+    let counts: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+    diag(&format!("outcomes: {}", counts.join("; ")));
+    done(t.map(|_| ()))
+}
+
+/// SET 16 after a race that ended on the global hash: EBUSY.
+fn ensure_final(e: &Expect, o: &SetRound) -> Check {
+    ensure_res("GET after the race (global wins)", o.get, want_get(e, 0))?;
+    ensure_res(
+        "SET 16 after the race",
+        o.set16.unwrap_or(Ok(0)),
+        want_set(e, EBUSY),
+    )
+}
+
+pub fn set0_race(ctx: &Ctx) -> Outcome {
+    let e = &ctx.expect;
+    set_race(0, 0, true, |o| {
+        let (ra, rb) = (o.a.res, o.b.res);
+        if e.private_hash {
+            // Only a SET 0 that returns 0 installs the global hash, and EBUSY
+            // needs it installed: never both EBUSY. Both 0 when the second
+            // takes the lock while the first's switch is still pending (the
+            // old table still referenced): futex_hash_less() lets the newer
+            // zero-sized table replace the pending one.
+            let mut v = [ra, rb];
+            v.sort_by_key(|r| r.is_err());
+            ensure(v == [Ok(0), EBUSY] || v == [Ok(0), Ok(0)], || {
+                format!(
+                    "two concurrent SET 0: expected Ok(0) and (Ok(0) or EBUSY), got {} and {}",
+                    hash::show(&ra),
+                    hash::show(&rb)
+                )
+            })?;
+        } else {
+            ensure_res("SET 0 (thread a)", ra, want_set(e, Ok(0)))?;
+            ensure_res("SET 0 (thread b)", rb, want_set(e, Ok(0)))?;
+        }
+        ensure_final(e, o)
+    })
+}
+
+pub fn set0_vs_128(ctx: &Ctx) -> Outcome {
+    let e = &ctx.expect;
+    set_race(0, 128, true, |o| {
+        let (r0, r128) = (o.a.res, o.b.res);
+        // Only SET 0 makes the global hash, so nothing makes it EBUSY; it
+        // beats a pending 128 (futex_hash_less: zero-sized wins) and
+        // replaces an installed one.
+        ensure_res("SET 0 racing SET 128", r0, want_set(e, Ok(0)))?;
+        if e.private_hash {
+            // SET 128 is EBUSY once the global hash is installed; else 0,
+            // even when its table loses to the pending global one.
+            ensure(r128 == Ok(0) || r128 == EBUSY, || {
+                format!(
+                    "SET 128 racing SET 0: expected Ok(0) or EBUSY, got {}",
+                    hash::show(&r128)
+                )
+            })?;
+        } else {
+            ensure_res("SET 128 racing SET 0", r128, want_set(e, Ok(0)))?;
+        }
+        ensure_final(e, o)
+    })
+}
+
+pub fn set32_vs_128(ctx: &Ctx) -> Outcome {
+    let e = &ctx.expect;
+    set_race(32, 128, false, |o| {
+        // No global hash in play: neither is EBUSY. Both pending at once:
+        // the larger stays (futex_hash_less); one after the other: the
+        // later; a SET returns only once its (or the winning) table is in.
+        ensure_res("SET 32 racing SET 128", o.a.res, want_set(e, Ok(0)))?;
+        ensure_res("SET 128 racing SET 32", o.b.res, want_set(e, Ok(0)))?;
+        if !e.private_hash {
+            return ensure_res("GET after the race", o.get, want_get(e, 0));
+        }
+        ensure(o.get == Ok(32) || o.get == Ok(128), || {
+            format!(
+                "GET after SET 32 / SET 128 race: expected 32 or 128, got {}",
+                hash::show(&o.get)
+            )
+        })
+    })
+}
+
+// ------------------------------------------------- SET vs thread creation
+
+/// Threads alive at every racing clone: 3 parked, the SET's and this one.
+/// 4 x 5 = 20 -> 32 slots wanted, so with >= 5 online CPUs each clone's
+/// automatic allocation really runs against the SET (on fewer it returns
+/// at once: the 16-slot table it would make is already there).
+const ALIVE: usize = 5;
+
+/// Most clones one round makes while its SET is in the kernel.
+const BURST: usize = 2000;
+
+/// Grace periods a round's GET waits for a replacement left pending.
+const SETTLE: u32 = 4;
+
+#[derive(Clone, Copy)]
+struct CreateRound {
+    set: Call,
+    clones: u32,
+    overlapping: u32,
+    failed: Option<(u32, Errno)>,
+    get: Res,
+    set16: Res,
+}
+
+/// One round: a fresh process with [`ALIVE`] threads; SET `slots` on one
+/// thread while this one clones threads (each exits at once) until the SET
+/// has returned; then GET (with `settle`: once a replacement left pending
+/// would have landed, [`race::settled_get`] from `want`) and SET 16.
+fn create_round(
+    r: u64,
+    span: &mut Span,
+    slots: u64,
+    settle: bool,
+    want: Res,
+) -> Result<CreateRound, Outcome> {
+    let stagger = race::stagger(r, span.0);
+    let round = race::in_fresh_process(ROUND, move || {
+        let parked = Parked::spawn(ALIVE - 2, Duration::from_secs(30)).map_err(why)?;
+        let set_done = Arc::new(AtomicBool::new(false));
+        let flag = set_done.clone();
+        let set = move || {
+            let r = hash::set(slots);
+            flag.store(true, Ordering::Release);
+            r
+        };
+        // At least one clone, then clones until the SET has returned.
+        let burst = || {
+            let mut calls = Vec::new();
+            loop {
+                let c: Call = race::clone_thread()?;
+                calls.push(c);
+                if c.res.is_err() || calls.len() >= BURST || set_done.load(Ordering::Acquire) {
+                    return Ok::<_, String>(calls);
+                }
+            }
+        };
+        let (set, clones) = race::two_at_once(stagger, set, burst)?;
+        let clones = clones?;
+        let failed = clones.iter().enumerate().find_map(|(i, c)| match c.res {
+            Err(e) => Some((i as u32, e)),
+            Ok(_) => None,
+        });
+        let get = if settle {
+            race::settled_get(want, SETTLE)
+        } else {
+            hash::get()
+        };
+        let set16 = hash::set(16);
+        // The parked threads die with this process.
+        drop(parked);
+        Ok(CreateRound {
+            set,
+            clones: clones.len() as u32,
+            overlapping: clones.iter().filter(|c| c.overlaps(&set)).count() as u32,
+            failed,
+            get,
+            set16,
+        })
+    })?;
+    span.saw(&round.set);
+    Ok(round)
+}
+
+fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
+    let e = &ctx.expect;
+    let online = hash::online_cpus();
+    let auto = hash::auto_size_for(ALIVE, online, hash::global_size());
+    let allocates = e.private_hash && auto > 16;
+    diag(&format!(
+        "{ALIVE} threads at each clone on {online} online CPUs: automatic size {auto}, {}",
+        if allocates {
+            "so each round's first clones allocate against the SET"
+        } else {
+            "the 16 slots already there: the clones allocate nothing (>= 5 CPUs needed)"
+        }
+    ));
+    // A clone that read the table before a custom SET installed its own
+    // and takes the lock after it finds no pending table to compare with:
+    // futex_hash_allocate() then queues its automatic one over the custom
+    // table, to land grace periods later (read from 7.3.4's code, not seen
+    // so far). Nothing replaces the global hash that way (the lock section
+    // answers EBUSY), so only a custom SET's rounds wait for it.
+    let settle = allocates && slots != 0;
+    let (mut clones, mut overlapping) = (0u64, 0u64);
+    let mut span = Span::new();
+    let t = race::run(&rounds(), |r, overlapped| {
+        let o = create_round(r, &mut span, slots, settle, want_get(e, slots as i64))?;
+        *overlapped = o.overlapping > 0;
+        clones += o.clones as u64;
+        overlapping += o.overlapping as u64;
+        if let Some((i, err)) = o.failed {
+            // The ABI: SET 0 is one-way and a later automatic allocation a
+            // no-op, a custom table ends growth; a clone never fails for
+            // either. (7.3.4 fails it with EBUSY when its allocation passed
+            // the first global-hash check before the SET 0 and takes the
+            // lock after it: docs/findings.md.)
+            return Err(fail(format!(
+                "racing SET {slots}: thread {i} failed to spawn: {}",
+                std::io::Error::from_raw_os_error(err.0)
+            )));
+        }
+        ensure_res(
+            &format!("SET {slots} racing thread creation"),
+            o.set.res,
+            want_set(e, Ok(0)),
+        )?;
+        // A SET that returned 0 has its table in, and nothing but another
+        // SET may replace it: an automatic table of any size (16 or the
+        // clones' 32) here means the SET's table was lost.
+        let what = if slots == 0 {
+            "the global hash"
+        } else {
+            "the custom table"
+        };
+        ensure_res(
+            &format!("GET after SET {slots} raced thread creation (else {what} was lost)"),
+            o.get,
+            want_get(e, slots as i64),
+        )?;
+        // SET 16 on it: EBUSY after SET 0; over a custom table, 0.
+        let set16 = if slots == 0 { EBUSY } else { Ok(0) };
+        ensure_res("SET 16 after the race", o.set16, want_set(e, set16))
+    });
+    diag(&format!(
+        "clones: {clones}, overlapping the SET: {overlapping}"
+    ));
+    t.map(|_| ())
+}
+
+pub fn set64_vs_create(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 64))
+}
+
+pub fn set0_vs_create(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 0))
+}
+
+// ------------------------------------------------------ SET, then threads
+
+/// SET 0 in a fresh process, then threads one by one, each kept: every
+/// spawn succeeds (automatic allocation is a no-op on the global hash),
+/// GET 0, SET 16 EBUSY.
+pub fn set0_then_threads(ctx: &Ctx) -> Outcome {
+    done((|| {
+        let e = &ctx.expect;
+        ensure_res("SET 0 with no thread", hash::set(0), want_set(e, Ok(0)))?;
+        let n = (hash::online_cpus() + 2).clamp(6, 32);
+        let mut kept = Vec::new();
+        for i in 0..n {
+            match Parked::spawn(1, Duration::from_secs(20)) {
+                Ok(p) => kept.push(p),
+                Err(o) => return Err(fail(format!("thread {i} after SET 0: {}", why(o)))),
+            }
+            ensure_res(
+                &format!("GET after SET 0 and {} threads", i + 1),
+                hash::get(),
+                want_get(e, 0),
+            )?;
+        }
+        for p in kept {
+            p.release()?;
+        }
+        ensure_res(
+            "SET 16 after the threads",
+            hash::set(16),
+            want_set(e, EBUSY),
+        )
+    })())
+}
+
+/// SET 64 in a fresh process, then bursts of threads that would grow an
+/// automatic table past 16 (>= 5 threads on >= 5 CPUs): GET stays 64
+/// after every burst, polled while growth would land.
+pub fn custom_survives_growth(ctx: &Ctx) -> Outcome {
+    let e = &ctx.expect;
+    let online = hash::online_cpus();
+    let n = (online + 1).clamp(ALIVE, 16);
+    let would = hash::auto_size_for(n, online, hash::global_size());
+    if would <= 16 {
+        return skip(format!(
+            "growth past 16 slots needs >= 5 online CPUs (4 x 5 threads -> 32); \
+             {online} online, where {n} threads would only reach {would}"
+        ));
+    }
+    done((|| {
+        ensure_res("SET 64 with no thread", hash::set(64), want_set(e, Ok(0)))?;
+        diag(&format!(
+            "bursts of {n} threads on {online} online CPUs; without the SET growth would reach {would}"
+        ));
+        let want = want_get(e, 64);
+        let bursts = Rounds::from_env(10, 0, 10, Duration::ZERO);
+        let start = Instant::now();
+        let mut b = 0;
+        while bursts.another(b, 0, start.elapsed()) {
+            let p = Parked::spawn(n, Duration::from_secs(20))?;
+            // Growth is deferred: give it time to (wrongly) land.
+            let g = hash::poll_get(5, 30, |g| *g != want);
+            p.release()?;
+            ensure_res(
+                &format!("burst {b}: GET after SET 64 and {n} threads"),
+                g,
+                want,
+            )?;
+            b += 1;
+        }
+        diag(&format!("{b} bursts, GET {} after each", hash::show(&want)));
+        Ok(())
+    })())
+}

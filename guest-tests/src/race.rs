@@ -1,0 +1,517 @@
+//! Race rounds for the private-hash cases (`futex-resize`'s `*-race` and
+//! `*-vs-thread-create`): each round runs in a freshly forked process (a new
+//! `mm` with no table, so every round starts from the same state), releases
+//! two calls at once, and reports their results and `CLOCK_MONOTONIC`
+//! timestamps through a shared page; the case process checks every round and
+//! counts the rounds whose calls overlapped.
+//!
+//! "Overlapped" is observable: the timestamps taken just before and just
+//! after the two syscalls show both inside the kernel at one instant. That is
+//! necessary for a kernel race, not sufficient; it is what a case can see.
+//!
+//! How many rounds: `--iterations N` (`FUTEX_STRESS_ITERATIONS`) runs exactly
+//! N, `--seconds S` (`FUTEX_STRESS_SECONDS`) at least S seconds; without
+//! either a case runs until enough rounds overlapped, within a cap.
+
+use crate::hash::{self, fail, Res};
+use crate::ktap::Outcome;
+use crate::sys::Errno;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Nanoseconds of `CLOCK_MONOTONIC` (the same clock in every process).
+pub fn now_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: t is a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+/// One syscall: its result and the clock just before and just after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Call {
+    /// What it returned.
+    pub res: Res,
+    /// [`now_ns`] just before the call.
+    pub start: u64,
+    /// [`now_ns`] just after it returned.
+    pub end: u64,
+}
+
+impl Call {
+    /// Runs `f` between two timestamps.
+    pub fn timed(f: impl FnOnce() -> Res) -> Call {
+        let start = now_ns();
+        let res = f();
+        Call {
+            res,
+            start,
+            end: now_ns(),
+        }
+    }
+
+    /// Whether both calls were between their timestamps at one instant.
+    pub fn overlaps(&self, other: &Call) -> bool {
+        self.start < other.end && other.start < self.end
+    }
+
+    /// How long the call took, in nanoseconds.
+    pub fn took(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+// ------------------------------------------------------------ the rounds
+
+/// When a race case stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rounds {
+    /// Run at least this many rounds.
+    pub min: u64,
+    /// Then stop once this many overlapped (default runs only).
+    pub overlaps: u64,
+    /// Never more rounds than this (default runs only).
+    pub max: u64,
+    /// Stop starting rounds after this long (default runs only).
+    pub at_most: Duration,
+    /// Keep starting rounds for at least this long (`--seconds`).
+    pub at_least: Duration,
+    /// `--iterations` was given: exactly `min` rounds (and `at_least`).
+    pub fixed: bool,
+}
+
+impl Rounds {
+    /// The default: `min` rounds, then until `overlaps` overlapped, at most
+    /// `max` rounds and `at_most` wall time; `--iterations N` and
+    /// `--seconds S` (through the environment) replace it.
+    pub fn from_env(min: u64, overlaps: u64, max: u64, at_most: Duration) -> Rounds {
+        let at_least = Duration::from_secs(hash::stress_seconds(0));
+        match std::env::var("FUTEX_STRESS_ITERATIONS").ok() {
+            Some(_) => Rounds {
+                min: hash::stress_iterations(1),
+                overlaps: 0,
+                max: u64::MAX,
+                at_most: Duration::ZERO,
+                at_least,
+                fixed: true,
+            },
+            None => Rounds {
+                min,
+                overlaps,
+                max,
+                at_most,
+                at_least,
+                fixed: false,
+            },
+        }
+    }
+
+    /// Whether to start round number `done` (0-based) after `overlapped`
+    /// overlapping rounds and `elapsed` time.
+    pub fn another(&self, done: u64, overlapped: u64, elapsed: Duration) -> bool {
+        if done < self.min || elapsed < self.at_least {
+            return true;
+        }
+        !self.fixed && overlapped < self.overlaps && done < self.max && elapsed < self.at_most
+    }
+
+    /// A case timeout that fits these rounds (the default 60 s, plus
+    /// `--seconds` twice, plus 200 ms a round for `--iterations`).
+    pub fn timeout(&self) -> Duration {
+        let per_round = if self.fixed {
+            Duration::from_millis(200) * self.min.min(1 << 20) as u32
+        } else {
+            Duration::ZERO
+        };
+        Duration::from_secs(60) + 2 * self.at_least + per_round
+    }
+}
+
+/// What a race loop saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Rounds run.
+    pub rounds: u64,
+    /// Rounds whose calls overlapped.
+    pub overlapped: u64,
+}
+
+impl Tally {
+    /// The `# rounds: N, overlapped: M` diagnostic line.
+    pub fn line(&self) -> String {
+        format!("rounds: {}, overlapped: {}", self.rounds, self.overlapped)
+    }
+}
+
+/// Runs rounds while `rounds` says so: `round(r, &mut overlapped)` says
+/// whether round `r` overlapped (before it checks the results, so a
+/// failing round counts too) and returns the case's failure, which gets
+/// `round r: ` in front. The tally is printed either way.
+pub fn run(
+    rounds: &Rounds,
+    mut round: impl FnMut(u64, &mut bool) -> Result<(), Outcome>,
+) -> Result<Tally, Outcome> {
+    let start = Instant::now();
+    let mut t = Tally {
+        rounds: 0,
+        overlapped: 0,
+    };
+    while rounds.another(t.rounds, t.overlapped, start.elapsed()) {
+        let r = t.rounds;
+        let mut overlapped = false;
+        let checked = round(r, &mut overlapped);
+        t.rounds += 1;
+        t.overlapped += overlapped as u64;
+        if let Err(o) = checked {
+            crate::cases::diag(&t.line());
+            return Err(match o {
+                Outcome::Fail(w) => fail(format!("round {r}: {w}")),
+                o => o,
+            });
+        }
+    }
+    crate::cases::diag(&t.line());
+    Ok(t)
+}
+
+// ---------------------------------------------------- a fresh process
+
+/// One `T` in a [`hash::SharedPage`] (plain data: a forked child writes
+/// it, the parent reads it after the child ended).
+struct Shared<T: Copy> {
+    page: hash::SharedPage,
+    _t: std::marker::PhantomData<T>,
+}
+
+impl<T: Copy> Shared<T> {
+    fn new(init: T) -> Result<Shared<T>, Outcome> {
+        const { assert!(std::mem::size_of::<T>() <= 4096) };
+        let s = Shared {
+            page: hash::SharedPage::new()?,
+            _t: std::marker::PhantomData,
+        };
+        s.set(init);
+        Ok(s)
+    }
+
+    fn ptr(&self) -> *mut T {
+        // Page-aligned and 4096 bytes: it holds a T.
+        self.page.as_ptr() as *mut T
+    }
+
+    fn get(&self) -> T {
+        // SAFETY: a live mapping big and aligned enough for a T, written
+        // with a T by `new` before anything reads it.
+        unsafe { std::ptr::read_volatile(self.ptr()) }
+    }
+
+    fn set(&self, v: T) {
+        // SAFETY: as in get.
+        unsafe { std::ptr::write_volatile(self.ptr(), v) }
+    }
+}
+
+/// A round's report through the shared page: its value or why not.
+#[derive(Clone, Copy)]
+struct Wire<T: Copy> {
+    value: Option<T>,
+    why_len: usize,
+    why: [u8; 400],
+}
+
+/// Runs `f` in a forked child (a new `mm`: no private table, nothing set)
+/// and returns what it returned. The caller must have no other threads
+/// (the child runs Rust code, threads included). The child is killed after
+/// `timeout`.
+pub fn in_fresh_process<T: Copy>(
+    timeout: Duration,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<T, Outcome> {
+    let page = Shared::new(Wire::<T> {
+        value: None,
+        why_len: 0,
+        why: [0; 400],
+    })?;
+    let pid = hash::fork_run(|| {
+        let mut w = page.get();
+        match f() {
+            Ok(v) => w.value = Some(v),
+            Err(why) => {
+                let b = why.as_bytes();
+                let n = b.len().min(w.why.len());
+                w.why[..n].copy_from_slice(&b[..n]);
+                w.why_len = n;
+            }
+        }
+        page.set(w);
+        0
+    })?;
+    let code = hash::wait_child(pid, crate::cases::scaled(timeout))?;
+    let w = page.get();
+    match w.value {
+        Some(v) if code == 0 => Ok(v),
+        _ if w.why_len > 0 => Err(fail(
+            String::from_utf8_lossy(&w.why[..w.why_len]).into_owned(),
+        )),
+        _ => Err(fail(format!(
+            "round process exited {code} without a report"
+        ))),
+    }
+}
+
+// ------------------------------------------------------- two calls at once
+
+/// GET once a table replacement the round may have left pending would
+/// have landed: such a replacement waits until the old table's per-CPU
+/// references are folded over two RCU grace periods (`futex_ref_drop()`,
+/// `futex_ref_rcu()`) and happens at the next private futex call. So, up
+/// to `grace_periods` times: a grace period (`membarrier(MEMBARRIER_CMD_GLOBAL)`
+/// is a `synchronize_rcu()`), a moment for the callbacks, a private futex
+/// call and GET, until GET differs from `settled`. Returns the last GET.
+pub fn settled_get(settled: Res, grace_periods: u32) -> Res {
+    let w = AtomicU32::new(0);
+    let mut g = hash::get();
+    for _ in 0..grace_periods {
+        if g != settled {
+            break;
+        }
+        // SAFETY: membarrier takes no pointers.
+        unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                1, /* MEMBARRIER_CMD_GLOBAL */
+                0,
+                0,
+            )
+        };
+        std::thread::sleep(Duration::from_millis(1));
+        let _ = hash::wake(&w, 1, hash::priv32());
+        g = hash::get();
+    }
+    g
+}
+
+/// How far round `r` shifts one call against the other: alternately the
+/// first and the second waits, by a fraction of `span_ns` that walks the
+/// whole span (golden-ratio steps), so the rounds meet the other call at
+/// every point of its time in the kernel.
+pub fn stagger(r: u64, span_ns: u64) -> (u64, u64) {
+    let frac = (r / 2).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+    let d = ((frac as u128 * span_ns as u128) >> 53) as u64;
+    if r.is_multiple_of(2) {
+        (0, d)
+    } else {
+        (d, 0)
+    }
+}
+
+fn spin_until(t: u64) {
+    while now_ns() < t {
+        std::hint::spin_loop();
+    }
+}
+
+/// Runs `a` (timed) on a new thread and `b` on this one, released
+/// together; `a` starts `delay.0` ns and `b` `delay.1` ns after the
+/// release. `b` times what it does itself (one call, or a burst).
+pub fn two_at_once<A, B>(
+    delay: (u64, u64),
+    a: A,
+    b: impl FnOnce() -> B,
+) -> Result<(Call, B), String>
+where
+    A: FnOnce() -> Res + Send + 'static,
+{
+    let go = Arc::new(AtomicU64::new(0));
+    let ready = Arc::new(AtomicBool::new(false));
+    let (g, rd) = (go.clone(), ready.clone());
+    let racer = std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(move || {
+            rd.store(true, Ordering::Release);
+            let t = loop {
+                let t = g.load(Ordering::Acquire);
+                if t != 0 {
+                    break t;
+                }
+                std::hint::spin_loop();
+            };
+            spin_until(t + delay.0);
+            Call::timed(a)
+        })
+        .map_err(|e| format!("racing thread failed to spawn: {e}"))?;
+    let deadline = Instant::now() + crate::cases::scaled(Duration::from_secs(5));
+    while !ready.load(Ordering::Acquire) {
+        if Instant::now() > deadline {
+            return Err("racing thread did not start within 5 s".into());
+        }
+        std::thread::yield_now();
+    }
+    let t = now_ns();
+    go.store(t, Ordering::Release);
+    spin_until(t + delay.1);
+    let mine = b();
+    let theirs = racer
+        .join()
+        .map_err(|_| "racing thread panicked".to_string())?;
+    Ok((theirs, mine))
+}
+
+// ------------------------------------------------ clone() of a thread
+
+extern "C" fn thread_exit(_: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: exit (not exit_group) of this task only; it touches nothing
+    // else (no TLS of its own: it runs on the borrowed stack only this).
+    unsafe { libc::syscall(libc::SYS_exit, 0) };
+    0
+}
+
+/// One `clone()` of a thread the way `pthread_create` asks for it
+/// (`CLONE_VM | CLONE_THREAD | ...`, what allocates the private hash on
+/// every `growth`), timed around the syscall itself; the thread exits at
+/// once and is waited for (bounded) before this returns, so the number of
+/// threads stays put. `Err` is the errno of the clone.
+pub fn clone_thread() -> Result<Call, String> {
+    let mut stack = vec![0u8; 16 * 1024];
+    // SAFETY: the end of the vec, 16-byte aligned, is a valid stack top.
+    let top = unsafe { stack.as_mut_ptr().add(stack.len()) };
+    let top = (top as usize & !15) as *mut libc::c_void;
+    let tid = AtomicU32::new(0);
+    let flags = libc::CLONE_VM
+        | libc::CLONE_FS
+        | libc::CLONE_FILES
+        | libc::CLONE_SIGHAND
+        | libc::CLONE_THREAD
+        | libc::CLONE_SYSVSEM
+        | libc::CLONE_PARENT_SETTID
+        | libc::CLONE_CHILD_CLEARTID;
+    let tid_ptr = tid.as_ptr() as *mut libc::pid_t;
+    let call = Call::timed(|| {
+        // SAFETY: thread_exit only calls exit on the stack given, which
+        // outlives it (we wait for the kernel to clear `tid` at its exit).
+        let r = unsafe {
+            libc::clone(
+                thread_exit,
+                top,
+                flags,
+                std::ptr::null_mut(),
+                tid_ptr,
+                std::ptr::null_mut::<libc::c_void>(),
+                tid_ptr,
+            )
+        };
+        if r < 0 {
+            Err(Errno(
+                std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+            ))
+        } else {
+            Ok(r as i64)
+        }
+    });
+    if call.res.is_err() {
+        return Ok(call);
+    }
+    // CLONE_CHILD_CLEARTID: the kernel zeroes `tid` and wakes it (a shared
+    // futex: this wait does not touch the private hash) once the thread is
+    // gone from the mm.
+    let deadline = Instant::now() + crate::cases::scaled(Duration::from_secs(5));
+    loop {
+        let t = tid.load(Ordering::Acquire);
+        if t == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            // The stack must outlive the thread: never free it now.
+            std::mem::forget(stack);
+            return Err(format!("cloned thread {t} did not exit within 5 s"));
+        }
+        let ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 10_000_000,
+        };
+        let _ = hash::futex_legacy(&tid, hash::legacy::WAIT, t, Some(&ts));
+    }
+    drop(stack);
+    Ok(call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_is_a_common_instant() {
+        let c = |start, end| Call {
+            res: Ok(0),
+            start,
+            end,
+        };
+        assert!(c(0, 10).overlaps(&c(5, 20)));
+        assert!(c(5, 20).overlaps(&c(0, 10)));
+        assert!(c(0, 10).overlaps(&c(2, 3)));
+        assert!(!c(0, 10).overlaps(&c(10, 20)));
+        assert!(!c(11, 20).overlaps(&c(0, 10)));
+    }
+
+    #[test]
+    fn stagger_alternates_sides_and_walks_the_span() {
+        let span = 1_000_000;
+        let ds: Vec<(u64, u64)> = (0..200).map(|r| stagger(r, span)).collect();
+        assert!(ds.iter().step_by(2).all(|d| d.0 == 0));
+        assert!(ds.iter().skip(1).step_by(2).all(|d| d.1 == 0));
+        let shifts: Vec<u64> = ds.iter().map(|d| d.0 + d.1).collect();
+        assert!(shifts.iter().all(|&d| d < span));
+        // Every tenth of the span is visited.
+        for tenth in 0..10 {
+            assert!(shifts.iter().any(|&d| d / (span / 10) == tenth), "{tenth}");
+        }
+    }
+
+    #[test]
+    fn rounds_stop_on_overlaps_or_caps_unless_told_a_number() {
+        let r = Rounds {
+            min: 20,
+            overlaps: 10,
+            max: 300,
+            at_most: Duration::from_secs(3),
+            at_least: Duration::ZERO,
+            fixed: false,
+        };
+        let s = Duration::from_millis(1);
+        assert!(r.another(19, 50, s));
+        assert!(r.another(20, 9, s));
+        assert!(!r.another(20, 10, s));
+        assert!(!r.another(300, 0, s));
+        assert!(!r.another(25, 0, Duration::from_secs(3)));
+        let n = Rounds {
+            min: 5,
+            fixed: true,
+            overlaps: 0,
+            max: u64::MAX,
+            at_most: Duration::ZERO,
+            at_least: Duration::from_secs(2),
+        };
+        assert!(n.another(4, 0, s) && n.another(9, 0, s));
+        assert!(!n.another(5, 0, Duration::from_secs(2)));
+        assert_eq!(n.timeout(), Duration::from_secs(65));
+    }
+
+    #[test]
+    fn a_fresh_process_reports_its_value_or_why_not() {
+        let v = in_fresh_process(Duration::from_secs(10), || Ok((7u32, hash::get())));
+        assert_eq!(v.unwrap().0, 7);
+        let e = in_fresh_process::<u32>(Duration::from_secs(10), || Err("no luck".into()));
+        assert_eq!(e, Err(fail("no luck")));
+    }
+
+    #[test]
+    fn a_cloned_thread_is_timed_and_gone_when_it_returns() {
+        let c = in_fresh_process(Duration::from_secs(10), clone_thread).unwrap();
+        assert!(matches!(c.res, Ok(tid) if tid > 0), "{c:?}");
+        assert!(c.end >= c.start);
+    }
+}
