@@ -669,6 +669,7 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     assert_eq!(
         on,
         [
+            "debian-7.0",
             "debian-7.3",
             "source-7.3",
             "source-7.3-immutable",
