@@ -268,12 +268,29 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
             (l, mine, u)
         })?);
     }
-    hash::wait_blocked(
+    if let Err(o) = hash::wait_blocked(
         &hash::tids(&ws)?,
         libc::SYS_futex,
         BLOCK,
         hash::thread_state,
-    )?;
+    ) {
+        // Say what a waiter that never blocked got from LOCK_PI (the
+        // unlock lets one that did block finish).
+        let _ = hash::futex_legacy(&word, unlock, 0, None);
+        let got = hash::join_all(ws, JOIN).map(|rs| {
+            rs.iter()
+                .enumerate()
+                .map(|(i, (l, mine, _))| {
+                    format!("waiter {i}: {} (owner after: {mine})", hash::show(l))
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        return Err(match (o, got) {
+            (Outcome::Fail(w), Ok(g)) => fail(format!("{w}; LOCK_PI returned: {g}")),
+            (o, _) => o,
+        });
+    }
     ensure(word.load(Ordering::SeqCst) & legacy::WAITERS != 0, || {
         format!(
             "FUTEX_WAITERS not set in {:#x}",
