@@ -304,22 +304,21 @@ pub fn wake(w: &AtomicU32, nr: i32, flags: u32) -> Res {
     sys::futex_wake(w.as_ptr(), sys::FUTEX_BITSET_MATCH_ANY, nr, flags)
 }
 
-/// Legacy `futex(2)` operation numbers used here.
+/// Legacy `futex(2)` operation numbers used here, as the `op` argument
+/// (`i32`) of [`futex_legacy`]; the whole table is [`sys::futex_op`].
 pub mod legacy {
+    use crate::sys::futex_op as op;
     /// FUTEX_WAIT
-    pub const WAIT: i32 = 0;
+    pub const WAIT: i32 = op::WAIT as i32;
     /// FUTEX_WAKE
-    pub const WAKE: i32 = 1;
+    pub const WAKE: i32 = op::WAKE as i32;
     /// FUTEX_LOCK_PI
-    pub const LOCK_PI: i32 = 6;
+    pub const LOCK_PI: i32 = op::LOCK_PI as i32;
     /// FUTEX_UNLOCK_PI
-    pub const UNLOCK_PI: i32 = 7;
+    pub const UNLOCK_PI: i32 = op::UNLOCK_PI as i32;
     /// FUTEX_PRIVATE_FLAG
-    pub const PRIVATE: i32 = 128;
-    /// FUTEX_TID_MASK
-    pub const TID_MASK: u32 = 0x3fff_ffff;
-    /// FUTEX_WAITERS
-    pub const WAITERS: u32 = 0x8000_0000;
+    pub const PRIVATE: i32 = op::PRIVATE as i32;
+    pub use crate::sys::{TID_MASK, WAITERS};
 }
 
 /// Legacy `futex(uaddr, op, val, timeout, uaddr2, val3)`.

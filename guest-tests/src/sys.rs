@@ -50,6 +50,75 @@ pub const FUTEX_BITSET_MATCH_ANY: u64 = 0xffff_ffff;
 /// `FUTEX_NO_NODE`.
 pub const FUTEX_NO_NODE: u32 = u32::MAX;
 
+/// `futex(2)` operation numbers and flags (`include/uapi/linux/futex.h`).
+pub mod futex_op {
+    /// FUTEX_WAIT
+    pub const WAIT: u32 = 0;
+    /// FUTEX_WAKE
+    pub const WAKE: u32 = 1;
+    /// FUTEX_FD (removed in 2.6.26)
+    pub const FD: u32 = 2;
+    /// FUTEX_REQUEUE
+    pub const REQUEUE: u32 = 3;
+    /// FUTEX_CMP_REQUEUE
+    pub const CMP_REQUEUE: u32 = 4;
+    /// FUTEX_WAKE_OP
+    pub const WAKE_OP: u32 = 5;
+    /// FUTEX_LOCK_PI
+    pub const LOCK_PI: u32 = 6;
+    /// FUTEX_UNLOCK_PI
+    pub const UNLOCK_PI: u32 = 7;
+    /// FUTEX_TRYLOCK_PI
+    pub const TRYLOCK_PI: u32 = 8;
+    /// FUTEX_WAIT_BITSET
+    pub const WAIT_BITSET: u32 = 9;
+    /// FUTEX_WAKE_BITSET
+    pub const WAKE_BITSET: u32 = 10;
+    /// FUTEX_WAIT_REQUEUE_PI
+    pub const WAIT_REQUEUE_PI: u32 = 11;
+    /// FUTEX_CMP_REQUEUE_PI
+    pub const CMP_REQUEUE_PI: u32 = 12;
+    /// FUTEX_LOCK_PI2
+    pub const LOCK_PI2: u32 = 13;
+    /// FUTEX_PRIVATE_FLAG
+    pub const PRIVATE: u32 = 128;
+    /// FUTEX_CLOCK_REALTIME
+    pub const CLOCK_REALTIME: u32 = 256;
+    /// FUTEX_ROBUST_UNLOCK (7.3 uapi; an unknown command bit before)
+    pub const ROBUST_UNLOCK: u32 = 512;
+
+    /// FUTEX_OP_SET
+    pub const OP_SET: u32 = 0;
+    /// FUTEX_OP_ADD
+    pub const OP_ADD: u32 = 1;
+    /// FUTEX_OP_OR
+    pub const OP_OR: u32 = 2;
+    /// FUTEX_OP_ANDN
+    pub const OP_ANDN: u32 = 3;
+    /// FUTEX_OP_XOR
+    pub const OP_XOR: u32 = 4;
+    /// FUTEX_OP_OPARG_SHIFT (ORed into the op nibble)
+    pub const OPARG_SHIFT: u32 = 8;
+    /// FUTEX_OP_CMP_EQ
+    pub const CMP_EQ: u32 = 0;
+    /// FUTEX_OP_CMP_NE
+    pub const CMP_NE: u32 = 1;
+    /// FUTEX_OP_CMP_LT
+    pub const CMP_LT: u32 = 2;
+    /// FUTEX_OP_CMP_LE
+    pub const CMP_LE: u32 = 3;
+    /// FUTEX_OP_CMP_GT
+    pub const CMP_GT: u32 = 4;
+    /// FUTEX_OP_CMP_GE
+    pub const CMP_GE: u32 = 5;
+}
+
+/// `FUTEX_WAITERS`.
+pub const WAITERS: u32 = 0x8000_0000;
+/// `FUTEX_OWNER_DIED`.
+pub const OWNER_DIED: u32 = 0x4000_0000;
+/// `FUTEX_TID_MASK`.
+pub const TID_MASK: u32 = 0x3fff_ffff;
 /// Syscall numbers (x86_64).
 pub mod nr {
     /// futex_waitv

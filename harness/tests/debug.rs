@@ -9,10 +9,10 @@
 //! (`source:7.3`, whose `vmlinux` the image cache keeps).
 
 mod common;
-use common::{case, enabled, kernel, parse_junit, processes_with, vm_lock, wait_for};
+use common::{case, enabled, kernel, parse_junit, processes_with, text, vm_lock, wait_for};
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 /// `harness run` on `kernel` in `topology`, its reports in `dir`.
@@ -28,15 +28,6 @@ fn run_cmd(dir: &Path, kernel: &str, topology: &str, suite: &str, extra: &[&str]
         .arg(dir.join("out"))
         .args(extra);
     c
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The one cell directory below `<dir>/out`.

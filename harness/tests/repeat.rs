@@ -7,7 +7,7 @@
 //! kernel is `$HARNESS_TEST_KERNEL` (default `debian:7.3.4`).
 
 mod common;
-use common::{enabled, kernel, vm_lock};
+use common::{enabled, kernel, text, vm_lock};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -41,15 +41,6 @@ fn run(dir: &Path, suite: &str, extra: &[&str]) -> Output {
         text(&o)
     );
     o
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The `<property>` values of testcase `case` in a JUnit document.

@@ -207,3 +207,14 @@ pub fn linux_73_clone(dest: &Path) -> String {
     git(&["-C", dest_s, "checkout", "-q", "-B", "main", &base.commit]);
     base.commit
 }
+
+/// A finished command's exit status, stdout and stderr, for assertion messages.
+#[allow(dead_code)]
+pub fn text(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
