@@ -307,6 +307,7 @@ pub async fn run_attached(
         console_log: Some(spec.out_dir.join("console.log")),
         duration: started.elapsed().unwrap_or(out.elapsed),
         started,
+        qemu_cpu: out.cpu,
         notes,
         known_failures: Vec::new(),
     })

@@ -323,6 +323,7 @@ fn check_report(doc: ktap::Document, scan: ConsoleScan, input_len: usize) -> Res
             console: scan.clone(),
             console_log: None,
             duration: Duration::from_millis(1),
+            qemu_cpu: None,
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: Vec::new(),

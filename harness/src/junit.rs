@@ -338,6 +338,7 @@ mod tests {
             console: console::scan(console_text),
             console_log: None,
             duration: Duration::from_millis(6400),
+            qemu_cpu: None,
             // 2026-07-01T12:00:00Z: fixed so the golden file is stable.
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_782_907_200),
             notes: vec![],

@@ -424,6 +424,7 @@ mod tests {
             ),
             console_log: None,
             duration: std::time::Duration::ZERO,
+            qemu_cpu: None,
             started: std::time::SystemTime::UNIX_EPOCH,
             known_failures: vec![],
             notes: vec![],

@@ -56,6 +56,9 @@ pub struct CellResult {
     pub duration: Duration,
     /// When the cell started.
     pub started: SystemTime,
+    /// QEMU's CPU time over the cell (every vCPU thread), if it was read:
+    /// what the scheduler learns a cell's demand from.
+    pub qemu_cpu: Option<Duration>,
     /// Failures that are known and accepted in this cell (e.g. upstream
     /// timing-sensitive tests under TCG): reported as skipped, with the
     /// reason and what happened, instead of failing the cell.

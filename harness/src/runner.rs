@@ -17,61 +17,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
-/// Host resources cells may use at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Budget {
-    /// vCPUs (TCG threads) of all running cells.
-    pub cpus: u32,
-    /// MiB of all running cells (guest memory + [`QEMU_OVERHEAD_MIB`]).
-    pub mem_mib: u64,
-    /// Most cells at once (`-j N`), if limited.
-    pub max_cells: Option<usize>,
-}
-
-/// Host memory a QEMU needs beyond the guest's (TCG code buffer, devices).
-pub const QEMU_OVERHEAD_MIB: u64 = 256;
-
-impl Budget {
-    /// From the host: its cores and ~75% of MemAvailable; `jobs` (`-j N`)
-    /// replaces the CPU limit by a cell count.
-    pub fn from_host(jobs: Option<usize>) -> Budget {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        let avail_kib = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|m| {
-                m.lines()
-                    .find(|l| l.starts_with("MemAvailable:"))
-                    .and_then(|l| l.split_whitespace().nth(1))
-                    .and_then(|v| v.parse::<u64>().ok())
-            })
-            .unwrap_or(2 << 20);
-        Budget {
-            cpus: if jobs.is_some() { u32::MAX } else { cores },
-            mem_mib: avail_kib / 1024 * 3 / 4,
-            max_cells: jobs,
-        }
-    }
-
-    /// One cell at a time.
-    pub fn serial() -> Budget {
-        Budget {
-            cpus: u32::MAX,
-            mem_mib: u64::MAX,
-            max_cells: Some(1),
-        }
-    }
-
-    /// Whether a cell needing `cpus` and `mem_mib` fits beside what runs.
-    /// A cell always fits when nothing runs (a cell bigger than the
-    /// budget runs alone).
-    pub fn fits(&self, used: (u32, u64, usize), cpus: u32, mem_mib: u64) -> bool {
-        let (uc, um, n) = used;
-        n == 0
-            || (self.max_cells.is_none_or(|m| n < m)
-                && uc.saturating_add(cpus) <= self.cpus
-                && um.saturating_add(mem_mib) <= self.mem_mib)
-    }
-}
+pub use crate::schedule::{Budget, QEMU_OVERHEAD_MIB};
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -84,6 +30,8 @@ pub struct RunOptions {
     pub order: Option<Vec<usize>>,
     /// Time the front door spent preparing (for [`RunStats`]).
     pub prepare: Duration,
+    /// Per cell (by index): learned demand, exclusive (default: neither).
+    pub placement: Vec<crate::schedule::Placement>,
 }
 
 impl RunOptions {
@@ -94,6 +42,7 @@ impl RunOptions {
             fail_fast: false,
             order: None,
             prepare,
+            placement: Vec::new(),
         }
     }
 }
@@ -262,22 +211,26 @@ pub async fn run(
     let mut pending: VecDeque<usize> = order.into();
     let (t1, cpu1) = (Instant::now(), children_cpu_secs());
     let mut running: tokio::task::JoinSet<(Box<ReadyCell>, Boots)> = tokio::task::JoinSet::new();
-    let mut used = (0u32, 0u64, 0usize);
+    let mut sched = crate::schedule::Scheduler::new(opts.budget);
     // Live lines of cells that ask for them (`--live`), forwarded in order.
     let (live_tx, mut live_rx) = tokio::sync::mpsc::channel(crate::vm::LIVE_BACKLOG);
     let mut stop = false;
-    let need = |c: &PlannedCell| match c {
-        PlannedCell::Ready(r) => (
-            r.spec.topology.cpus(),
-            r.spec.topology.mem_mib() + QEMU_OVERHEAD_MIB,
-        ),
-        PlannedCell::Failed { .. } => (0, 0),
+    let need = |i: usize| {
+        let p = opts.placement.get(i).copied().unwrap_or_default();
+        let (vcpus, mem) = match &cells[i] {
+            PlannedCell::Ready(r) => (
+                r.spec.topology.cpus(),
+                r.spec.topology.mem_mib() + QEMU_OVERHEAD_MIB,
+            ),
+            PlannedCell::Failed { .. } => (0, 0),
+        };
+        crate::schedule::Need::new(vcpus, mem, p.demand, p.exclusive, opts.budget.cores)
     };
     loop {
         while !stop && !cancel.is_cancelled() {
+            // A cell that failed planning needs nothing: it is reported at once.
             let fit = pending.iter().position(|&i| {
-                let (c, m) = need(&cells[i]);
-                opts.budget.fits(used, c, m)
+                matches!(cells[i], PlannedCell::Failed { .. }) || sched.admits(&need(i))
             });
             let Some(pos) = fit else { break };
             let Some(i) = pending.remove(pos) else { break };
@@ -292,8 +245,7 @@ pub async fn run(
                 }
                 PlannedCell::Ready(r) => r.clone(),
             };
-            let (c, m) = need(&cells[i]);
-            used = (used.0 + c, used.1 + m, used.2 + 1);
+            sched.start(i, need(i));
             reporters.send(&Event::CellStarted {
                 index: i,
                 name: ready.meta.name.clone(),
@@ -308,13 +260,20 @@ pub async fn run(
                 (ready, r)
             });
         }
+        // The measured rule looks at the host again now and then: a
+        // running cell going idle makes room without ending.
+        let recheck = sched.recheck().filter(|_| !pending.is_empty() && !stop);
         let joined = loop {
             tokio::select! {
-                j = running.join_next() => break j,
+                j = running.join_next() => break Some(j),
                 Some((index, line)) = live_rx.recv() => {
                     reporters.send(&Event::Live { index, line })?;
                 }
+                _ = tokio::time::sleep(recheck.unwrap_or_default()), if recheck.is_some() => break None,
             }
+        };
+        let Some(joined) = joined else {
+            continue;
         };
         // What a finished cell printed last comes before its result.
         while let Ok((index, line)) = live_rx.try_recv() {
@@ -325,8 +284,7 @@ pub async fn run(
         };
         let (ready, r) = joined.map_err(|e| Error::infra(format!("internal error: {e}")))?;
         let i = ready.meta.index;
-        let (c, m) = need(&cells[i]);
-        used = (used.0 - c, used.1 - m, used.2 - 1);
+        sched.finish(i);
         let o = match r {
             Err(e) => CellOutcome::without_result(ready.meta.clone(), CellStatus::Error(e)),
             Ok(results) => judge_runs(&ready, results),

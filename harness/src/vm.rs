@@ -121,6 +121,8 @@ pub struct VmOutput {
     pub qmp_panicked: bool,
     /// Wall-clock time.
     pub elapsed: Duration,
+    /// QEMU's CPU time (every vCPU thread), if it could be read.
+    pub cpu: Option<Duration>,
     /// The guest memory image asked for by [`Attach::dump`]: written, or
     /// why not (`None`: none asked for, or no panic and no watchdog).
     pub dump: Option<Result<Dumped, String>>,
@@ -361,6 +363,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         source,
     })?;
     let pgid = child.pgid();
+    let cpu = crate::hostload::CpuWatch::start(pgid);
 
     let (panic_tx, mut panic_rx) = watch::channel(false);
     let (ask_tx, ask_rx) = mpsc::channel(2);
@@ -448,6 +451,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     // group leaves the registry.
     drop(child);
     let elapsed = start.elapsed();
+    let cpu = cpu.stop();
     bridge_stop.cancel();
     if let Some(t) = bridge_task {
         // The terminal's settings come back when the bridge ends.
@@ -496,6 +500,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         status: code,
         qmp_panicked,
         elapsed,
+        cpu,
         dump,
     })
 }

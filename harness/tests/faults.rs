@@ -1415,6 +1415,7 @@ fn many_results_with_one_name_are_judged_in_linear_time() {
         console_log: None,
         duration: Duration::ZERO,
         started: std::time::SystemTime::UNIX_EPOCH,
+        qemu_cpu: None,
         notes: vec![],
         known_failures: vec![],
     };

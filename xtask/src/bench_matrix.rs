@@ -1,12 +1,17 @@
-//! `cargo xtask bench-matrix`: the speed-up of running matrix cells in
-//! parallel over running them one at a time, measured in one invocation
-//! (runs of each `-j` interleaved, order rotated each round, so drift of a
-//! shared machine hits all alike).
+//! `cargo xtask bench-matrix`: the matrix's schedulers against each other,
+//! measured in one invocation (runs of each `-j` interleaved, order rotated
+//! each round, so drift of a shared machine hits all alike): `-j 1` (one
+//! cell at a time), `-j vcpus` (the old rule: declared vCPUs within the
+//! cores) and `-j auto` (measured CPU and learned demand). Every run reads
+//! and updates one costs file, so all share the same longest-first order.
+//! Per run: wall time, cores busy, failed cells; per invocation: flaky
+//! cells (passed in one run, not in another).
 //!
-//! Options: `--runs N` (default 2), `--jobs LIST` (default `1,2`),
-//! `--out DIR` (default target/bench); anything after `--` goes to
-//! `harness matrix` as the cell selection (default: `--suite smoke
-//! --topology 1n2c,2n2c,4n1c-dist`, 27 cells of the default matrix).
+//! Options: `--runs N` (default 2), `--jobs LIST` (default
+//! `1,vcpus,auto`), `--full` (the whole default matrix), `--out DIR`
+//! (default target/bench); anything after `--` goes to `harness matrix` as
+//! the cell selection (default: `--suite smoke --topology
+//! 1n2c,2n2c,4n1c-dist`, 27 cells of the default matrix).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -26,7 +31,7 @@ struct Opts {
 fn opts(args: &[String], root: &Path) -> Result<Opts> {
     let mut o = Opts {
         runs: 2,
-        jobs: vec!["1".into(), "2".into()],
+        jobs: ["1", "vcpus", "auto"].map(String::from).to_vec(),
         out: root.join("target").join("bench"),
         select: ["--suite", "smoke", "--topology", "1n2c,2n2c,4n1c-dist"]
             .map(String::from)
@@ -39,6 +44,7 @@ fn opts(args: &[String], root: &Path) -> Result<Opts> {
             "--runs" => o.runs = v()?.parse().context("--runs")?,
             "--jobs" => o.jobs = v()?.split(',').map(|s| s.trim().to_string()).collect(),
             "--out" => o.out = v()?.into(),
+            "--full" => o.select.clear(),
             "--" => {
                 o.select = it.by_ref().cloned().collect();
             }
@@ -71,6 +77,42 @@ fn cells_passed(text: &str) -> Option<(usize, usize)> {
     (nums.len() == 3).then(|| (nums[0], nums.iter().sum()))
 }
 
+/// Each cell's name and whether it passed, from the terminal's cell
+/// lines: `WORD[ (why)] CELL (N passed, N failed, N skipped) S s`.
+fn cell_statuses(text: &str) -> Vec<(String, bool)> {
+    text.lines()
+        .filter_map(|l| {
+            let at = l.match_indices(" (").map(|(i, _)| i).find(|&i| {
+                let rest = &l[i + 2..];
+                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+                digits > 0 && rest[digits..].starts_with(" passed, ")
+            })?;
+            let name = l[..at].rsplit(' ').next()?;
+            let ok = l.starts_with("PASS ");
+            (name.matches('/').count() == 2).then(|| (name.to_string(), ok))
+        })
+        .collect()
+}
+
+/// Cells that passed in some runs and not in others.
+fn flaky(runs: &[Vec<(String, bool)>]) -> Vec<String> {
+    let mut seen: std::collections::BTreeMap<&str, (bool, bool)> = Default::default();
+    for r in runs {
+        for (name, ok) in r {
+            let e = seen.entry(name).or_default();
+            if *ok {
+                e.0 = true
+            } else {
+                e.1 = true
+            }
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, (p, f))| *p && *f)
+        .map(|(n, _)| n.to_string())
+        .collect()
+}
+
 pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
     let root = sh.current_dir();
     let o = opts(args, &root)?;
@@ -89,6 +131,8 @@ pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
     }
     // (seconds, cores busy, passed, total) per run, per -j.
     let mut samples: Vec<Vec<(f64, f64, usize, usize)>> = vec![Vec::new(); o.jobs.len()];
+    let mut statuses = Vec::new();
+    let costs = o.out.join("matrix-costs.json");
     for r in 0..o.runs {
         for k in 0..o.jobs.len() {
             let i = (k + r) % o.jobs.len();
@@ -96,11 +140,14 @@ pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
             let mut c = Command::new(&harness);
             c.args(["matrix", "-j", j, "--out"])
                 .arg(o.out.join(format!("matrix-j{j}")))
+                .arg("--costs")
+                .arg(&costs)
                 .args(&o.select);
             let log = logs.join(format!("j{j}-{r}.log"));
             let (secs, code, text) = timed(c, Duration::from_secs(4 * 3600), &log)?;
             let busy = cores_busy(&text).unwrap_or(0.0);
             let (passed, total) = cells_passed(&text).unwrap_or((0, 0));
+            statuses.push(cell_statuses(&text));
             eprintln!(
                 "xtask: run {}/{} -j {j}: {secs:.1} s, {busy:.2} cores busy, {passed}/{total} cells passed (exit {code}; log {})",
                 r + 1,
@@ -142,14 +189,37 @@ pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
             "{{\"jobs\":{j:?},\"median_s\":{med:.2},\"min_s\":{min:.2},\"max_s\":{max:.2},\"cores_busy\":{busy:.2},\"speedup_over_first\":{speedup:.3},\"samples_s\":{secs:?}}}"
         ));
     }
+    let flaky = flaky(&statuses);
+    table += &format!(
+        "failed cells per run: {}; flaky cells (passed in one run, not in another): {}{}\n",
+        samples
+            .iter()
+            .zip(&o.jobs)
+            .map(|(s, j)| format!(
+                "-j {j}: {}",
+                s.iter()
+                    .map(|x| (x.3 - x.2).to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ))
+            .collect::<Vec<_>>()
+            .join("; "),
+        flaky.len(),
+        if flaky.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", flaky.join(", "))
+        }
+    );
     print!("{table}");
     std::fs::write(o.out.join("matrix.txt"), &table)?;
     std::fs::write(
         o.out.join("matrix.json"),
         format!(
-            "{{\"select\":{:?},\"runs\":{},\"rows\":[\n{}\n]}}\n",
+            "{{\"select\":{:?},\"runs\":{},\"flaky\":{:?},\"rows\":[\n{}\n]}}\n",
             o.select,
             o.runs,
+            flaky,
             rows.join(",\n")
         ),
     )?;
@@ -171,6 +241,24 @@ mod tests {
     }
 
     #[test]
+    fn cell_lines_and_flaky_cells() {
+        let a = "PASS k/1n2c/smoke (1 passed, 0 failed, 0 skipped) 2.0 s\nFAIL k/2n2c/futex (0 passed, 1 failed, 0 skipped) 3.0 s\nFAIL futex-prctl/set-16: x (1 passed, 2 failed)\nPASS futex-prctl/x\n";
+        let b = "PASS k/1n2c/smoke (1 passed, 0 failed, 0 skipped) 2.0 s\nPASS k/2n2c/futex (2 passed, 0 failed, 0 skipped) 3.0 s\nERROR (kernel a (b) c) k/4n1c/smoke (0 passed, 0 failed, 0 skipped) 0.0 s\n";
+        assert_eq!(
+            cell_statuses(a),
+            vec![
+                ("k/1n2c/smoke".into(), true),
+                ("k/2n2c/futex".into(), false)
+            ]
+        );
+        assert_eq!(cell_statuses(b)[2], ("k/4n1c/smoke".into(), false));
+        assert_eq!(
+            flaky(&[cell_statuses(a), cell_statuses(b)]),
+            vec!["k/2n2c/futex".to_string()]
+        );
+    }
+
+    #[test]
     fn options() {
         let o = opts(
             &["--jobs", "1, 2,auto", "--", "--kernel", "debian-7.3"].map(String::from),
@@ -180,6 +268,9 @@ mod tests {
         assert_eq!(o.jobs, ["1", "2", "auto"]);
         assert_eq!(o.select, ["--kernel", "debian-7.3"]);
         assert!(opts(&["--bogus".into()], Path::new("/r")).is_err());
+        let o = opts(&["--full".into()], Path::new("/r")).unwrap();
+        assert!(o.select.is_empty());
+        assert_eq!(o.jobs, ["1", "vcpus", "auto"]);
         assert!(opts(&["--runs".into(), "0".into()], Path::new("/r")).is_err());
     }
 }

@@ -52,6 +52,9 @@ pub struct Request {
     pub kcidb: Option<(PathBuf, crate::reporter::kcidb::Options)>,
     /// `--gdb [SOCKET|PORT]` and whether the guest waits for gdb: one cell only.
     pub gdb: Option<(String, bool)>,
+    /// `--costs FILE`: learned costs to read and update (default
+    /// `<out>/costs.json`); given explicitly, `--shard` balances by it too.
+    pub costs: Option<PathBuf>,
 }
 
 /// The matrix file `--matrix` defaults to, in the current directory.
@@ -154,25 +157,35 @@ pub async fn matrix(
         Some(s) => plan::parse_shard(s)?,
         None => (1, 1),
     };
-    let jobs = match args.jobs.as_str() {
-        "auto" => None,
-        n => match n.parse::<usize>() {
-            Ok(n) if n > 0 => Some(n),
-            _ => {
-                return Err(MatrixError::Usage(format!(
-                    "-j {n:?}: expected auto or a number of cells >= 1"
-                ))
-                .into())
-            }
-        },
+    let admission = Budget::parse_jobs(&args.jobs).map_err(MatrixError::Usage)?;
+    let costs_path = args
+        .costs
+        .clone()
+        .unwrap_or_else(|| crate::costs::default_path(&args.out));
+    let (costs, costs_note) = crate::costs::Costs::load(&costs_path);
+    if let Some(note) = costs_note {
+        eprintln!("harness: {note}");
+    }
+    // Shards must agree across machines: only a file every shard was given
+    // balances them; otherwise the declared costs do.
+    let shard_costs = if args.costs.is_some() {
+        costs.clone()
+    } else {
+        crate::costs::Costs::default()
     };
     if args.list {
         let text = if args.json.is_some() {
-            serde_json::to_string_pretty(&plan::list_json(&m, &selected, shard_n))
+            serde_json::to_string_pretty(&plan::list_json_by(&m, &selected, shard_n, &shard_costs))
                 .unwrap_or_default()
                 + "\n"
         } else {
-            plan::list_shard_text(&m, &selected, shard_n, args.shard.as_ref().map(|_| shard_i))
+            plan::list_shard_text(
+                &m,
+                &selected,
+                shard_n,
+                args.shard.as_ref().map(|_| shard_i),
+                &shard_costs,
+            )
         };
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
@@ -184,7 +197,7 @@ pub async fn matrix(
         )
         .into());
     }
-    let cells = plan::shards(&m, &selected, shard_n)
+    let cells = plan::shards_by(&m, &selected, shard_n, &shard_costs)
         .into_iter()
         .nth(shard_i - 1)
         .unwrap_or_default();
@@ -207,7 +220,7 @@ pub async fn matrix(
                 .map_err(|e| Error::usage(format!("kernel {} ({}): {e}", k.name, k.spec_text)))?;
         }
     }
-    let budget = Budget::from_host(jobs);
+    let budget = Budget::from_host(admission);
     let opts = Options {
         out_dir: args.out.clone(),
         budget,
@@ -215,18 +228,19 @@ pub async fn matrix(
         test_glob: args.test.clone(),
         debian_mirror: args.debian_mirror.clone(),
         gdb: args.gdb.clone(),
+        costs: costs.clone(),
     };
     eprintln!(
-        "harness: {} cells (shard {shard_i}/{shard_n}), budget {} cells, {} vCPUs, {} MiB",
+        "harness: {} cells (shard {shard_i}/{shard_n}), budget: {}; costs: {}",
         cells.len(),
-        budget.max_cells.map_or("any".into(), |n| n.to_string()),
-        if budget.cpus == u32::MAX {
-            "any".into()
+        budget.describe(),
+        if costs.is_empty() {
+            format!("none learned yet ({})", costs_path.display())
         } else {
-            budget.cpus.to_string()
-        },
-        budget.mem_mib
+            costs_path.display().to_string()
+        }
     );
+    reporters.add(crate::reporter::costs::CostsFile::new(costs_path, costs));
     reporters.add(Junit::new(&run::aggregate_path(&args.out), "harness matrix").per_cell());
     if let Some(Some(path)) = &args.json {
         reporters.add(crate::reporter::json::Json::new(path));

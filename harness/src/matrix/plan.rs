@@ -3,6 +3,7 @@
 //! time on [`Matrix::cost`]).
 
 use super::{glob, Matrix, MatrixError};
+use crate::costs::Costs;
 use std::collections::BTreeSet;
 
 /// Cell filters from the command line (globs; comma-separated lists allowed).
@@ -51,27 +52,34 @@ pub fn parse_shard(s: &str) -> Result<(usize, usize), MatrixError> {
     Ok((i, n))
 }
 
-/// Splits `cells` into `n` shards: cells by cost, largest first (ties by
-/// name), each to the shard with the least cost so far (ties: lowest
-/// index). Each shard keeps matrix order. Deterministic.
+/// Splits `cells` into `n` shards by their declared [`Matrix::cost`]:
+/// see [`shards_by`].
 pub fn shards(m: &Matrix, cells: &[usize], n: usize) -> Vec<Vec<usize>> {
+    shards_by(m, cells, n, &Costs::default())
+}
+
+/// Splits `cells` into `n` shards: cells by estimated seconds
+/// ([`Costs::estimates`]: learned, else declared cost scaled), largest
+/// first (ties by name), each to the shard with the least so far (ties:
+/// lowest index). Each shard keeps matrix order. Deterministic for the
+/// same `costs` (so every shard of a CI run must read the same file).
+pub fn shards_by(m: &Matrix, cells: &[usize], n: usize, costs: &Costs) -> Vec<Vec<usize>> {
     let n = n.max(1);
-    let mut order: Vec<usize> = cells.to_vec();
+    let est = estimates(m, cells, costs);
+    let mut order: Vec<usize> = (0..cells.len()).collect();
     order.sort_by(|&a, &b| {
-        m.cost(&m.cells[b])
-            .cmp(&m.cost(&m.cells[a]))
-            .then_with(|| m.cells[a].name.cmp(&m.cells[b].name))
+        est[b]
+            .total_cmp(&est[a])
+            .then_with(|| m.cells[cells[a]].name.cmp(&m.cells[cells[b]].name))
     });
-    let mut load = vec![0u64; n];
+    let mut load = vec![0f64; n];
     let mut out = vec![Vec::new(); n];
-    for c in order {
-        let (k, _) = load
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, l)| (**l, *i))
-            .unwrap_or((0, &0));
-        load[k] += m.cost(&m.cells[c]);
-        out[k].push(c);
+    for i in order {
+        let k = (0..n)
+            .min_by(|&x, &y| load[x].total_cmp(&load[y]).then(x.cmp(&y)))
+            .unwrap_or(0);
+        load[k] += est[i];
+        out[k].push(cells[i]);
     }
     for s in &mut out {
         s.sort_unstable();
@@ -79,10 +87,24 @@ pub fn shards(m: &Matrix, cells: &[usize], n: usize) -> Vec<Vec<usize>> {
     out
 }
 
+/// Estimated seconds of each of `cells` (see [`Costs::estimates`]).
+pub fn estimates(m: &Matrix, cells: &[usize], costs: &Costs) -> Vec<f64> {
+    let named: Vec<(&str, u64)> = cells
+        .iter()
+        .map(|&c| (m.cells[c].name.as_str(), m.cost(&m.cells[c])))
+        .collect();
+    costs.estimates(&named)
+}
+
 /// The `--list --json` document: every selected cell with its shard, and
 /// per shard the `--shard` argument and cell names (for a CI job matrix).
 pub fn list_json(m: &Matrix, cells: &[usize], n: usize) -> serde_json::Value {
-    let sh = shards(m, cells, n);
+    list_json_by(m, cells, n, &Costs::default())
+}
+
+/// [`list_json`] with shards balanced by `costs` ([`shards_by`]).
+pub fn list_json_by(m: &Matrix, cells: &[usize], n: usize, costs: &Costs) -> serde_json::Value {
+    let sh = shards_by(m, cells, n, costs);
     let shard_of = |c: usize| sh.iter().position(|s| s.contains(&c)).map_or(0, |i| i + 1);
     let cell_json = |&c: &usize| {
         let cell = &m.cells[c];
@@ -127,13 +149,19 @@ pub fn shares_text(cell: &super::Cell) -> String {
 /// The `--list` table for humans (a `shares` column when a cell has any
 /// besides the default artifacts share).
 pub fn list_text(m: &Matrix, cells: &[usize], n: usize) -> String {
-    list_shard_text(m, cells, n, None)
+    list_shard_text(m, cells, n, None, &Costs::default())
 }
 
 /// [`list_text`] with only the cells of shard `only` (1-based) listed,
 /// their shard numbers as in the whole listing.
-pub fn list_shard_text(m: &Matrix, cells: &[usize], n: usize, only: Option<usize>) -> String {
-    let sh = shards(m, cells, n);
+pub fn list_shard_text(
+    m: &Matrix,
+    cells: &[usize],
+    n: usize,
+    only: Option<usize>,
+    costs: &Costs,
+) -> String {
+    let sh = shards_by(m, cells, n, costs);
     let listed: Vec<usize> = match only {
         Some(i) => cells
             .iter()

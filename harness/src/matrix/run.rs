@@ -34,6 +34,9 @@ pub struct Options {
     pub debian_mirror: Option<String>,
     /// `--gdb` (address, guest waits) for the one cell.
     pub gdb: Option<(String, bool)>,
+    /// What earlier runs taught: the order (longest first) and each
+    /// cell's demand for the scheduler.
+    pub costs: crate::costs::Costs,
 }
 
 /// Where a cell's logs and JUnit go.
@@ -208,14 +211,24 @@ pub async fn run(
             Err(error) => planned.push(PlannedCell::Failed { meta, error }),
         }
     }
-    // Largest cost first (a long cell started last would end the run late).
+    // Longest first (a long cell started last would end the run late):
+    // learned seconds, else the declared cost scaled to them.
+    let est = super::plan::estimates(m, cells, &opts.costs);
     let mut order: Vec<usize> = (0..cells.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(m.cost(&m.cells[cells[i]])));
+    order.sort_by(|&a, &b| est[b].total_cmp(&est[a]).then(a.cmp(&b)));
+    let placement = cells
+        .iter()
+        .map(|&c| crate::schedule::Placement {
+            demand: opts.costs.get(&m.cells[c].name).and_then(|k| k.demand()),
+            exclusive: m.suites[m.cells[c].suite].exclusive,
+        })
+        .collect();
     let run_opts = RunOptions {
         budget: opts.budget,
         fail_fast: opts.fail_fast,
         order: Some(order),
         prepare: t0.elapsed(),
+        placement,
     };
     crate::runner::run(&mut session, planned, &run_opts, cancel, reporters).await
 }

@@ -112,6 +112,9 @@ pub struct RawSuite {
     pub tests: Option<Vec<RawTest>>,
     /// Relative cost for sharding (default: number of tests).
     pub weight: Option<u32>,
+    /// Timing-sensitive: its cells run alone (nothing beside them).
+    #[serde(default)]
+    pub exclusive: bool,
     /// Failures accepted as known (reported as skipped with the reason).
     #[serde(default)]
     pub known_failures: Vec<RawKnownFailure>,

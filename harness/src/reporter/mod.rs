@@ -4,6 +4,7 @@
 //! ([`exit`]) — and a new output is a new file here, not a change to the
 //! front doors or the runner (nextest-runner's `reporter/` is the model).
 
+pub mod costs;
 pub mod exit;
 pub mod json;
 pub mod junit;

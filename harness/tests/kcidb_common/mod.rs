@@ -259,6 +259,7 @@ pub fn ran(
         console_log: Some(cell.meta.out_dir.join("console.log")),
         duration: Duration::from_millis(12_500),
         started,
+        qemu_cpu: None,
         known_failures: Vec::new(),
         notes: Vec::new(),
     };

@@ -14,8 +14,16 @@ pub struct MatrixArgs {
     /// The matrix file (default: ./matrix.yaml, else the built-in default matrix).
     #[arg(long, default_value = "matrix.yaml")]
     pub matrix: PathBuf,
-    /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
-    #[arg(short = 'j', long = "jobs", default_value = "auto")]
+    /// Cells at once: `auto` (a cell starts while the measured host CPU
+    /// and the running cells' learned demand leave room for it; memory
+    /// within ~75% of what is available), `vcpus` (declared vCPUs within
+    /// the host's cores) or N cells.
+    #[arg(
+        short = 'j',
+        long = "jobs",
+        default_value = "auto",
+        value_name = "auto|vcpus|N"
+    )]
     pub jobs: String,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
     #[arg(long)]
@@ -59,6 +67,11 @@ pub struct MatrixArgs {
     /// Reports and logs.
     #[arg(long, default_value = "target/matrix")]
     pub out: PathBuf,
+    /// Learned cell costs to read and update (default: OUT/costs.json).
+    /// Given explicitly, `--shard` balances by it too (every shard of a
+    /// run must be given the same file).
+    #[arg(long, value_name = "FILE")]
+    pub costs: Option<PathBuf>,
     /// Debian mirror for `debian:` kernels.
     #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
@@ -96,6 +109,7 @@ impl MatrixArgs {
             debian_mirror: self.debian_mirror,
             kcidb: self.kcidb.output(),
             gdb: self.gdb.map(|g| (g, !self.gdb_no_wait)),
+            costs: self.costs,
         }
     }
 }

@@ -46,6 +46,7 @@ pub(in crate::matrix) fn suites(
                 name: b.to_string(),
                 kind: SuiteKind::Builtin(b.to_string()),
                 weight,
+                exclusive: false,
                 known_failures: Vec::new(),
             });
         }
@@ -101,6 +102,7 @@ fn declared_suite(cx: &Ctx, s: RawSuite, kernels: &[Kernel]) -> Result<Suite, Ma
         name: s.name,
         kind,
         weight,
+        exclusive: s.exclusive,
         known_failures,
     })
 }

@@ -1,0 +1,364 @@
+//! Which planned cells may run at once: the host [`Budget`] and the
+//! admission rule the runner asks before starting a cell.
+//!
+//! Three rules (`-j`):
+//! - **`auto`** ([`Admission::Measured`]): a cell starts while the host's
+//!   *measured* busy cores (`/proc/stat`, [`crate::hostload`]) and the
+//!   running cells' *learned demand* (QEMU CPU seconds per wall second from
+//!   earlier runs, [`crate::costs`]) leave room for the cell's own demand.
+//!   Idle-heavy cells (waiting on timeouts, sleeping guests) overlap;
+//!   CPU-heavy ones do not. A cell declared `exclusive` (timing-sensitive:
+//!   benchmarks) runs alone, and nothing starts beside it.
+//! - **`vcpus`** ([`Admission::Declared`]): the declared vCPUs of running
+//!   cells stay within the host's cores (the rule before measurement;
+//!   kept for `bench-matrix` to compare against).
+//! - **`N`** ([`Admission::Count`]): at most N cells, whatever they need.
+//!
+//! Every rule keeps memory (guest RAM + [`QEMU_OVERHEAD_MIB`]) within
+//! ~75% of MemAvailable, and a cell always starts when nothing runs (a
+//! cell bigger than the budget runs alone).
+
+use crate::hostload::CpuMeter;
+use std::time::Duration;
+
+/// Host memory a QEMU needs beyond the guest's (TCG code buffer, devices).
+pub const QEMU_OVERHEAD_MIB: u64 = 256;
+
+/// A cell's demand when nothing was learned: half a core per vCPU, at
+/// most the whole host (measured on this project's cells under TCG: a
+/// 2-vCPU futex or smoke cell keeps 0.9-1.0 cores busy on average).
+pub const DEFAULT_DEMAND_PER_VCPU: f64 = 0.5;
+
+/// How much the measured rule may overcommit the cores (demands are
+/// averages: a little overlap of two cells' busy phases costs nothing,
+/// a lot makes guests late).
+pub const OVERCOMMIT: f64 = 1.05;
+
+/// How often the measured rule looks at the host again while cells run.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// The admission rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Measured host CPU and learned demand (`-j auto`).
+    Measured,
+    /// Declared vCPUs within the cores (`-j vcpus`).
+    Declared,
+    /// A number of cells (`-j N`).
+    Count(usize),
+}
+
+/// Host resources cells may use at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    /// The rule.
+    pub admission: Admission,
+    /// Host cores.
+    pub cores: u32,
+    /// MiB of all running cells (guest memory + [`QEMU_OVERHEAD_MIB`]).
+    pub mem_mib: u64,
+}
+
+/// What one cell needs, as the scheduler sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Need {
+    /// Declared vCPUs.
+    pub vcpus: u32,
+    /// Guest memory + overhead.
+    pub mem_mib: u64,
+    /// Host cores it keeps busy on average (learned, else
+    /// [`DEFAULT_DEMAND_PER_VCPU`] per vCPU).
+    pub demand: f64,
+    /// Runs alone.
+    pub exclusive: bool,
+}
+
+/// What the front door knows of a cell beyond its topology: its learned
+/// demand and whether it must run alone (by cell index; a missing entry is
+/// the default: nothing learned, not exclusive).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Placement {
+    /// Learned demand ([`crate::costs::Cost::demand`]).
+    pub demand: Option<f64>,
+    /// `exclusive: true` in the matrix.
+    pub exclusive: bool,
+}
+
+impl Need {
+    /// A cell's need: `learned` demand if there is one.
+    pub fn new(
+        vcpus: u32,
+        mem_mib: u64,
+        learned: Option<f64>,
+        exclusive: bool,
+        cores: u32,
+    ) -> Need {
+        let fallback = (vcpus as f64 * DEFAULT_DEMAND_PER_VCPU).min(cores as f64);
+        Need {
+            vcpus,
+            mem_mib,
+            demand: learned
+                .filter(|d| d.is_finite() && *d > 0.0)
+                .unwrap_or(fallback),
+            exclusive,
+        }
+    }
+}
+
+impl Budget {
+    /// From the host (its cores, ~75% of MemAvailable) and `-j`.
+    pub fn from_host(admission: Admission) -> Budget {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        let avail_kib = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find(|l| l.starts_with("MemAvailable:"))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .unwrap_or(2 << 20);
+        Budget {
+            admission,
+            cores,
+            mem_mib: avail_kib / 1024 * 3 / 4,
+        }
+    }
+
+    /// One cell at a time.
+    pub fn serial() -> Budget {
+        Budget {
+            admission: Admission::Count(1),
+            cores: u32::MAX,
+            mem_mib: u64::MAX,
+        }
+    }
+
+    /// `-j`'s text: `auto`, `vcpus` or a number of cells >= 1.
+    pub fn parse_jobs(s: &str) -> Result<Admission, String> {
+        match s {
+            "auto" => Ok(Admission::Measured),
+            "vcpus" => Ok(Admission::Declared),
+            n => match n.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(Admission::Count(n)),
+                _ => Err(format!(
+                    "-j {n:?}: expected auto, vcpus or a number of cells >= 1"
+                )),
+            },
+        }
+    }
+
+    /// A line for the terminal: what the rule is.
+    pub fn describe(&self) -> String {
+        match self.admission {
+            Admission::Measured => format!(
+                "measured CPU on {} cores, learned demand, {} MiB",
+                self.cores, self.mem_mib
+            ),
+            Admission::Declared => format!("{} vCPUs, {} MiB", self.cores, self.mem_mib),
+            Admission::Count(n) => format!("{n} cells, {} MiB", self.mem_mib),
+        }
+    }
+
+    /// Whether `cell` may start beside `running`, the host's measured busy
+    /// cores being `busy` (`None`: not measurable; the learned demands
+    /// alone decide).
+    pub fn fits(&self, running: &[Need], busy: Option<f64>, cell: &Need) -> bool {
+        if running.is_empty() {
+            return true;
+        }
+        let mem: u64 = running.iter().map(|n| n.mem_mib).sum();
+        if mem.saturating_add(cell.mem_mib) > self.mem_mib {
+            return false;
+        }
+        match self.admission {
+            Admission::Count(n) => running.len() < n,
+            Admission::Declared => {
+                let v: u32 = running.iter().map(|n| n.vcpus).sum();
+                v.saturating_add(cell.vcpus) <= self.cores
+            }
+            Admission::Measured => {
+                if cell.exclusive || running.iter().any(|n| n.exclusive) {
+                    return false;
+                }
+                // Each cell has a busy vCPU while it boots: more than two
+                // per core would boot slower than they wait.
+                if running.len() >= 2 * self.cores as usize {
+                    return false;
+                }
+                let learned: f64 = running.iter().map(|n| n.demand).sum();
+                let load = learned.max(busy.unwrap_or(0.0));
+                load + cell.demand <= self.cores as f64 * OVERCOMMIT
+            }
+        }
+    }
+}
+
+/// The runner's view of what runs: the needs of started cells and the
+/// host meter.
+#[derive(Debug)]
+pub struct Scheduler {
+    budget: Budget,
+    running: Vec<(usize, Need)>,
+    meter: Option<CpuMeter>,
+}
+
+impl Scheduler {
+    /// Nothing running yet.
+    pub fn new(budget: Budget) -> Scheduler {
+        let meter = (budget.admission == Admission::Measured).then(CpuMeter::new);
+        Scheduler {
+            budget,
+            running: Vec::new(),
+            meter,
+        }
+    }
+
+    /// Whether `need` may start now.
+    pub fn admits(&mut self, need: &Need) -> bool {
+        let busy = self.meter.as_mut().and_then(|m| m.sample(TICK));
+        let running: Vec<Need> = self.running.iter().map(|(_, n)| *n).collect();
+        self.budget.fits(&running, busy, need)
+    }
+
+    /// Cell `index` started.
+    pub fn start(&mut self, index: usize, need: Need) {
+        self.running.push((index, need));
+    }
+
+    /// Cell `index` ended.
+    pub fn finish(&mut self, index: usize) {
+        self.running.retain(|(i, _)| *i != index);
+    }
+
+    /// How long to wait for a cell to end before asking again (`None`:
+    /// only an ending cell changes anything).
+    pub fn recheck(&self) -> Option<Duration> {
+        (self.meter.is_some() && !self.running.is_empty()).then_some(TICK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn budget(admission: Admission) -> Budget {
+        Budget {
+            admission,
+            cores: 2,
+            mem_mib: 8192,
+        }
+    }
+
+    fn need(vcpus: u32, demand: Option<f64>) -> Need {
+        Need::new(vcpus, 768, demand, false, 2)
+    }
+
+    #[test]
+    fn jobs_text() {
+        assert_eq!(Budget::parse_jobs("auto"), Ok(Admission::Measured));
+        assert_eq!(Budget::parse_jobs("vcpus"), Ok(Admission::Declared));
+        assert_eq!(Budget::parse_jobs("3"), Ok(Admission::Count(3)));
+        for bad in ["0", "-1", "two", ""] {
+            assert!(Budget::parse_jobs(bad)
+                .unwrap_err()
+                .contains("expected auto"));
+        }
+    }
+
+    #[test]
+    fn default_demand_is_half_a_core_per_vcpu_within_the_host() {
+        assert_eq!(need(2, None).demand, 1.0);
+        assert_eq!(need(9, None).demand, 2.0);
+        assert_eq!(need(2, Some(0.4)).demand, 0.4);
+        assert_eq!(
+            need(2, Some(f64::NAN)).demand,
+            1.0,
+            "a bad figure is not used"
+        );
+        assert_eq!(need(2, Some(0.0)).demand, 1.0);
+    }
+
+    #[test]
+    fn measured_rule_overlaps_idle_cells_and_keeps_busy_ones_apart() {
+        let b = budget(Admission::Measured);
+        let idle = need(2, Some(0.3));
+        let busy = need(2, Some(1.6));
+        // Anything starts on an empty host, even a cell bigger than it.
+        assert!(b.fits(&[], Some(2.0), &need(9, None)));
+        // Two idle-heavy cells beside each other; a busy one beside an idle one.
+        assert!(b.fits(&[idle], Some(0.3), &idle));
+        assert!(b.fits(&[idle], Some(0.3), &need(2, Some(1.5))));
+        // Two busy ones: no.
+        assert!(!b.fits(&[busy], Some(1.6), &busy));
+        // The host measured busier than the cells' average (a burst, or
+        // another program): wait.
+        assert!(!b.fits(&[idle], Some(1.9), &idle));
+        // The measurement lagging behind a start: the learned sum decides.
+        assert!(!b.fits(&[busy], Some(0.1), &need(2, Some(1.0))));
+        // Never more than two cells per core.
+        assert!(b.fits(&[idle, idle, idle], Some(0.9), &need(2, Some(0.1))));
+        assert!(!b.fits(&[idle; 4], Some(0.2), &need(2, Some(0.01))));
+        // Nothing measured: the learned demand alone.
+        assert!(b.fits(&[idle], None, &idle));
+        // Two unknown 2-vCPU cells (1.0 each) fit on 2 cores; an unknown
+        // 4-vCPU one (2.0) runs alone.
+        assert!(b.fits(&[need(2, None)], Some(0.5), &need(2, None)));
+        assert!(!b.fits(&[need(2, None)], Some(0.5), &need(4, None)));
+    }
+
+    #[test]
+    fn an_exclusive_cell_runs_alone() {
+        let b = budget(Admission::Measured);
+        let ex = Need::new(2, 768, Some(0.2), true, 2);
+        let idle = need(2, Some(0.2));
+        assert!(b.fits(&[], None, &ex));
+        assert!(!b.fits(&[idle], Some(0.2), &ex));
+        assert!(!b.fits(&[ex], Some(0.2), &idle));
+    }
+
+    #[test]
+    fn memory_bounds_every_rule() {
+        for a in [
+            Admission::Measured,
+            Admission::Declared,
+            Admission::Count(4),
+        ] {
+            let b = Budget {
+                mem_mib: 2000,
+                ..budget(a)
+            };
+            let small = Need::new(1, 900, Some(0.1), false, 2);
+            let big = Need::new(1, 1200, Some(0.1), false, 2);
+            assert!(b.fits(&[small], Some(0.1), &small), "{a:?}");
+            assert!(!b.fits(&[small], Some(0.1), &big), "{a:?}");
+        }
+    }
+
+    #[test]
+    fn declared_and_count_rules_are_the_old_ones() {
+        let d = budget(Admission::Declared);
+        assert!(d.fits(&[need(1, None)], Some(2.0), &need(1, None)));
+        assert!(!d.fits(&[need(2, None)], Some(0.0), &need(1, None)));
+        let c = budget(Admission::Count(2));
+        assert!(c.fits(&[need(9, None)], Some(2.0), &need(9, None)));
+        assert!(!c.fits(&[need(1, None), need(1, None)], None, &need(1, None)));
+        assert!(!Budget::serial().fits(&[need(1, None)], None, &need(1, None)));
+    }
+
+    #[test]
+    fn the_scheduler_tracks_what_runs_and_rechecks_only_when_measuring() {
+        let mut s = Scheduler::new(budget(Admission::Measured));
+        assert_eq!(s.recheck(), None, "nothing runs");
+        assert!(s.admits(&need(2, Some(0.1))));
+        s.start(3, need(2, Some(0.1)));
+        assert_eq!(s.recheck(), Some(TICK));
+        s.start(4, need(2, Some(1.5)));
+        assert!(!s.admits(&need(2, Some(0.6))), "1.6 + 0.6 cores on 2");
+        s.finish(3);
+        s.finish(4);
+        assert!(s.admits(&need(9, None)));
+        let s = Scheduler::new(budget(Admission::Count(2)));
+        assert_eq!(s.recheck(), None);
+    }
+}
