@@ -393,7 +393,16 @@ pub fn wait_blocked(
                 pending.iter().map(|&t| state_of(t)).collect::<Vec<_>>()
             )));
         }
-        std::thread::sleep(Duration::from_millis(2));
+        // Quick at first; then slower, so the caller is off its CPU most of
+        // the time: a PI waiter spins (state R) while the lock's owner — this
+        // thread, often — is on a CPU, and under TCG reading /proc is slow
+        // enough that fast polling keeps it spinning for seconds.
+        let pause = if start.elapsed() < Duration::from_millis(100) {
+            2
+        } else {
+            20
+        };
+        std::thread::sleep(Duration::from_millis(pause));
     }
 }
 

@@ -86,6 +86,11 @@ use std::time::{Duration, Instant};
 
 const PROBE_ENV: &str = "FUTEX_RESIZE_PROBE";
 const WAIT_MS: u64 = 10_000;
+/// A PI waiter's deadline: only a guard against a hang, far beyond the
+/// [`BLOCK`] window plus the unlock, because a waiter that spins on the
+/// running owner (state R) does not look at its timeout while it spins —
+/// its sibling, asleep, would time out first (seen at 10 s under TCG).
+const PI_WAIT_MS: u64 = 40_000;
 const JOIN: Duration = Duration::from_secs(15);
 const BLOCK: Duration = Duration::from_secs(5);
 
@@ -235,12 +240,23 @@ fn scenario_requeue(e: &Expect, sizes: &[u64]) -> Check {
     check_all("requeued waiter", rs, Ok(0))
 }
 
+/// Milliseconds from CLOCK_REALTIME now until `deadline` (negative: past).
+fn realtime_ms_until(deadline: &libc::timespec) -> i64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: now is a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut now) };
+    (deadline.tv_sec - now.tv_sec) * 1000 + (deadline.tv_nsec - now.tv_nsec) / 1_000_000
+}
+
 fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
     let word = Arc::new(AtomicU32::new(0));
     let me = hash::gettid() as u32;
     let lock = legacy::LOCK_PI | legacy::PRIVATE;
     let unlock = legacy::UNLOCK_PI | legacy::PRIVATE;
-    let ts = hash::realtime_deadline_ms(WAIT_MS);
+    let ts = hash::realtime_deadline_ms(PI_WAIT_MS);
     ensure_res(
         "FUTEX_LOCK_PI_PRIVATE (uncontended)",
         hash::futex_legacy(&word, lock, 0, Some(&ts)),
@@ -256,8 +272,14 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
     for _ in 0..2 {
         let w = word.clone();
         ws.push(Worker::spawn(move || {
-            let ts = hash::realtime_deadline_ms(WAIT_MS);
+            let ts = hash::realtime_deadline_ms(PI_WAIT_MS);
+            let t0 = std::time::Instant::now();
             let l = hash::futex_legacy(&w, lock, 0, Some(&ts));
+            // When it returned: after how long, and where realtime stood
+            // against the deadline (an early ETIMEDOUT is the kernel's only
+            // if realtime had not reached the deadline yet).
+            let took = t0.elapsed();
+            let before_deadline_ms = realtime_ms_until(&ts);
             let owner = w.load(Ordering::SeqCst) & legacy::TID_MASK;
             let mine = owner == hash::gettid() as u32;
             let u = if l.is_ok() {
@@ -265,7 +287,7 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
             } else {
                 Ok(-1)
             };
-            (l, mine, u)
+            (l, mine, u, took, before_deadline_ms)
         })?);
     }
     if let Err(o) = hash::wait_blocked(
@@ -280,8 +302,12 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
         let got = hash::join_all(ws, JOIN).map(|rs| {
             rs.iter()
                 .enumerate()
-                .map(|(i, (l, mine, _))| {
-                    format!("waiter {i}: {} (owner after: {mine})", hash::show(l))
+                .map(|(i, (l, mine, _, took, left))| {
+                    format!(
+                        "waiter {i}: {} after {} ms, {left} ms before its realtime deadline (owner after: {mine})",
+                        hash::show(l),
+                        took.as_millis()
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join("; ")
@@ -301,7 +327,7 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
     let u = hash::futex_legacy(&word, unlock, 0, None);
     let rs = hash::join_all(ws, JOIN)?;
     ensure_res("FUTEX_UNLOCK_PI_PRIVATE by the owner", u, Ok(0))?;
-    for (i, (l, mine, u)) in rs.into_iter().enumerate() {
+    for (i, (l, mine, u, _, _)) in rs.into_iter().enumerate() {
         ensure_res(&format!("PI waiter {i} lock"), l, Ok(0))?;
         ensure(mine, || {
             format!("PI waiter {i} got the lock without its TID in the word")
