@@ -293,6 +293,20 @@ fn offline_nodes(t: &Topology) -> Result<Vec<u32>, Outcome> {
     Ok(off)
 }
 
+/// A waiter on `{0, node}` asleep in the kernel; if it never sleeps, what
+/// its wait returned (EINVAL when the kernel refuses the node).
+fn offline_waiter(m: &Mapping, node: u32) -> Result<Waiter, String> {
+    m.set(0, 0, node);
+    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    match w.blocked() {
+        Ok(()) => Ok(w),
+        Err(e) => Err(format!(
+            "waiter on node {node}: {e}; its wait returned {}",
+            numa::show(&w.join())
+        )),
+    }
+}
+
 fn node_possible_offline_accepted(ctx: &Ctx) -> R {
     if let Some(o) = absent(ctx) {
         return o;
@@ -340,9 +354,7 @@ fn node_offline_wait_wake_one(ctx: &Ctx) -> R {
     };
     let m = Mapping::anon(1, false)?;
     for n in off {
-        m.set(0, 0, n);
-        let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
-        w.blocked()?;
+        let w = offline_waiter(&m, n)?;
         want_ok(
             &format!("wake with the waiter's offline node {n}"),
             wake(&m, 0, 1, PRIVATE_NUMA),
@@ -370,9 +382,7 @@ fn node_offline_own_table(ctx: &Ctx) -> R {
     };
     let m = Mapping::anon(1, false)?;
     for n in off {
-        m.set(0, 0, n);
-        let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
-        w.blocked()?;
+        let w = offline_waiter(&m, n)?;
         for &o in &t.online {
             m.word(4).store(o, Ordering::SeqCst);
             want_ok(
