@@ -195,10 +195,26 @@ pub struct Topology {
 
 const NODE_DIR: &str = "/sys/devices/system/node";
 
+/// The mutation check's wrong topology: a node id that [`Topology::read`]
+/// adds to `possible` (so it looks possible but offline) although the
+/// kernel does not have it, on a host without such a node. The cases that
+/// assert the kernel accepts offline nodes must then fail (EINVAL). Unset
+/// in the guest.
+pub const FAKE_OFFLINE_ENV: &str = "FUTEX_NUMA_FAKE_OFFLINE_NODE";
+
 impl Topology {
     /// Reads the topology from sysfs and the affinity mask.
     pub fn read() -> Result<Topology, String> {
-        let possible = read_list(&format!("{NODE_DIR}/possible"))?;
+        let mut possible = read_list(&format!("{NODE_DIR}/possible"))?;
+        if let Ok(v) = std::env::var(FAKE_OFFLINE_ENV) {
+            let n = v
+                .parse()
+                .map_err(|_| format!("{FAKE_OFFLINE_ENV}={v:?}: not a node id"))?;
+            if !possible.contains(&n) {
+                possible.push(n);
+                possible.sort_unstable();
+            }
+        }
         let online = read_list(&format!("{NODE_DIR}/online"))?;
         let memory = read_list(&format!("{NODE_DIR}/has_memory"))?;
         let mut cpus = Vec::new();

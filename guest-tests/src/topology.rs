@@ -5,7 +5,9 @@
 //! `ID:CPUS:MEMORY`. Inside one node, CPU ranges are joined with `+`
 //! (`0:0-1+4:512M`) because `,` separates nodes; a memory-only node has an
 //! empty CPU list (`2::256M`). Memory takes a binary suffix as QEMU does:
-//! `K`, `M`, `G` or `T` (KiB, MiB, ...); a bare number is rejected.
+//! `K`, `M`, `G` or `T` (KiB, MiB, ...); a bare number is rejected. A node
+//! that must be possible but not online (no CPUs, no boot memory, only a
+//! hot-pluggable range) is `ID:offline` (`2:offline`).
 //!
 //! [`observe`] reads sysfs/procfs under a root directory (so tests can use a
 //! fake tree), [`evaluate`] compares; both never panic, and every failure
@@ -35,6 +37,42 @@ pub struct NodeSpec {
     pub cpus: CpuSet,
     /// Its memory in bytes.
     pub mem_bytes: u64,
+}
+
+/// A `--nodes` value: the online nodes and the possible-but-offline ones.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// The online nodes, with their CPUs and memory.
+    pub nodes: Vec<NodeSpec>,
+    /// Ids of the nodes that must be possible but not online.
+    pub offline: Vec<u32>,
+}
+
+/// Parses a `--nodes` value with `ID:offline` entries (the module docs):
+/// the other entries as [`parse_nodes`] does; an offline id must not be
+/// declared twice or be an online node too.
+pub fn parse_declared(s: &str) -> Result<Declared, String> {
+    let mut offline: Vec<u32> = Vec::new();
+    let mut online = Vec::new();
+    for part in s.split(',') {
+        match part.split_once(':') {
+            Some((id, "offline")) => {
+                let id: u32 = id.trim().parse().map_err(|_| {
+                    format!("offline node {part:?}: node id {id:?} is not a number")
+                })?;
+                if offline.contains(&id) {
+                    return Err(format!("offline node {id} declared twice"));
+                }
+                offline.push(id);
+            }
+            _ => online.push(part),
+        }
+    }
+    let nodes = parse_nodes(&online.join(","))?;
+    if let Some(n) = nodes.iter().find(|n| offline.contains(&n.id)) {
+        return Err(format!("node {} declared online and offline", n.id));
+    }
+    Ok(Declared { nodes, offline })
 }
 
 /// Parses a `--nodes` value (see the module docs). Rejects duplicate node
@@ -236,6 +274,10 @@ pub struct Observed {
     pub nodes: BTreeMap<u32, SeenNode>,
     /// `/sys/devices/system/cpu/online`.
     pub online: Result<CpuSet, String>,
+    /// `/sys/devices/system/node/possible` (node ids, in cpulist format).
+    pub possible_nodes: Result<CpuSet, String>,
+    /// `/sys/devices/system/node/online`.
+    pub online_nodes: Result<CpuSet, String>,
     /// `MemTotal` of `/proc/meminfo`, in kB.
     pub mem_total_kb: Result<u64, String>,
     /// Present memory per node (`/proc/zoneinfo`), in kB; empty if unread.
@@ -276,6 +318,8 @@ pub fn observe(root: &Path) -> Observed {
         numa,
         nodes,
         online: read(&root.join(ONLINE_CPUS)).and_then(|s| parse_cpulist(&s)),
+        possible_nodes: read(&node_dir.join("possible")).and_then(|s| parse_cpulist(&s)),
+        online_nodes: read(&node_dir.join("online")).and_then(|s| parse_cpulist(&s)),
         mem_total_kb: read(&root.join(PROC_MEMINFO)).and_then(|s| parse_mem_total_kb(&s)),
         // 4 KiB pages: x86-64 guests only.
         present_kb: read(&root.join(PROC_ZONEINFO))
@@ -426,6 +470,44 @@ pub fn evaluate(declared: &[NodeSpec], seen: &Observed) -> Vec<Check> {
     checks
 }
 
+/// The node masks, exactly: `possible-nodes` (the online and the offline
+/// nodes declared) and `online-nodes` (the online ones). On a kernel
+/// without NUMA one online node and no offline node pass with a note.
+pub fn evaluate_masks(declared: &Declared, seen: &Observed) -> Vec<Check> {
+    let online: CpuSet = declared.nodes.iter().map(|n| n.id).collect();
+    let possible: CpuSet = online.iter().chain(&declared.offline).copied().collect();
+    let check = |name: &str, file: &str, want: CpuSet, got: &Result<CpuSet, String>| {
+        let path = format!("/{NODE_DIR}/{file}");
+        let want_s = format_cpulist(&want);
+        let (outcome, notes) = if !seen.numa {
+            if declared.nodes.len() == 1 && declared.offline.is_empty() {
+                let note = format!("no /{NODE_DIR} (kernel without CONFIG_NUMA?): one node");
+                (Outcome::Pass, vec![note])
+            } else {
+                let e = format!("expected {path} {want_s}, seen no /{NODE_DIR}");
+                (Outcome::Fail(e), vec![])
+            }
+        } else {
+            let outcome = match got {
+                Ok(g) => Outcome::check(*g == want, || {
+                    format!("expected {path} {want_s}, seen {}", format_cpulist(g))
+                }),
+                Err(e) => Outcome::Fail(format!("expected {path} {want_s}, seen nothing: {e}")),
+            };
+            (outcome, vec![])
+        };
+        Check {
+            name: name.into(),
+            notes,
+            outcome,
+        }
+    };
+    vec![
+        check("possible-nodes", "possible", possible, &seen.possible_nodes),
+        check("online-nodes", "online", online, &seen.online_nodes),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +538,65 @@ mod tests {
                     mem_bytes: 64 << 10
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn offline_entries_are_split_off() {
+        let d = parse_declared("0:0-1:512M,1:2-3:512M,2:offline").unwrap();
+        assert_eq!(d.nodes, parse_nodes("0:0-1:512M,1:2-3:512M").unwrap());
+        assert_eq!(d.offline, vec![2]);
+        assert_eq!(parse_declared("0:0:1G").unwrap().offline, Vec::<u32>::new());
+        for (input, want) in [
+            ("0:0:1G,x:offline", "node id \"x\" is not a number"),
+            (
+                "0:0:1G,2:offline,2:offline",
+                "offline node 2 declared twice",
+            ),
+            ("0:0:1G,0:offline", "node 0 declared online and offline"),
+            ("2:offline", "empty node list"),
+        ] {
+            let e = parse_declared(input).unwrap_err();
+            assert!(e.contains(want), "{input}: {e}");
+        }
+    }
+
+    #[test]
+    fn node_masks_must_match_exactly() {
+        let d = parse_declared("0:0-1:512M,1:2-3:512M,2:offline").unwrap();
+        let mut seen = numa(&[(0, "0-1", 480000), (1, "2-3", 500000)], "0-3");
+        seen.possible_nodes = Ok(set("0-2"));
+        assert_eq!(
+            summary(&evaluate_masks(&d, &seen)),
+            ["ok possible-nodes", "ok online-nodes"]
+        );
+        // The offline node missing from possible (QEMU gave it no SRAT
+        // entry), or online after all.
+        seen.possible_nodes = Ok(set("0-1"));
+        seen.online_nodes = Ok(set("0-2"));
+        assert_eq!(
+            summary(&evaluate_masks(&d, &seen)),
+            [
+                "FAIL possible-nodes: expected /sys/devices/system/node/possible 0-2, seen 0-1",
+                "FAIL online-nodes: expected /sys/devices/system/node/online 0-1, seen 0-2"
+            ]
+        );
+        let plain = parse_declared("0:0-1:512M,1:2-3:512M").unwrap();
+        seen.online_nodes = Ok(set("0-1"));
+        assert_eq!(
+            summary(&evaluate_masks(&plain, &seen)),
+            ["ok possible-nodes", "ok online-nodes"]
+        );
+        // No NUMA: one node passes with a note, an offline node cannot.
+        seen.numa = false;
+        let one = parse_declared("0:0-1:1G").unwrap();
+        let c = evaluate_masks(&one, &seen);
+        assert_eq!(summary(&c), ["ok possible-nodes", "ok online-nodes"]);
+        assert!(c[0].notes[0].contains("CONFIG_NUMA"), "{c:?}");
+        let off = parse_declared("0:0-1:1G,1:offline").unwrap();
+        assert_eq!(
+            summary(&evaluate_masks(&off, &seen))[0],
+            "FAIL possible-nodes: expected /sys/devices/system/node/possible 0-1, seen no /sys/devices/system/node"
         );
     }
 
@@ -533,6 +674,8 @@ mod tests {
                 })
                 .collect(),
             online: Ok(set(online)),
+            possible_nodes: Ok(nodes.iter().map(|n| n.0).collect()),
+            online_nodes: Ok(nodes.iter().map(|n| n.0).collect()),
             mem_total_kb: Ok(nodes.iter().map(|n| n.2).sum()),
             present_kb: BTreeMap::new(),
         }
@@ -680,6 +823,8 @@ mod tests {
             .unwrap_err()
             .contains("meminfo"));
         assert_eq!(seen.online, Ok(set("0-1")));
+        assert_eq!(seen.possible_nodes, Ok(set("0-1")));
+        assert!(seen.online_nodes.is_err());
         assert_eq!(seen.mem_total_kb, Ok(900000));
         let empty = observe(Path::new("/nonexistent-root"));
         assert!(!empty.numa && empty.nodes.is_empty() && empty.online.is_err());

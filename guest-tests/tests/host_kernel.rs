@@ -197,6 +197,10 @@ const MUTATIONS: &[Mutation] = &[
             "flag-accepted",
             "node-not-possible-einval",
             "writeback-wait-eagain-each-cpu",
+            "node-possible-offline-accepted",
+            "node-offline-wait-timeout-unchanged",
+            "node-offline-wait-wake-one",
+            "node-offline-own-table",
         ],
     },
     // Told requeue accepts mismatched flags (before 19f94b390586).
@@ -271,6 +275,50 @@ fn flipped_expectations_fail_the_cases_that_assert_them() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The offline-node cases skip on a host without a possible-but-offline
+/// node; told that a node the kernel does not have is one
+/// (`guest_tests::numa::FAKE_OFFLINE_ENV`), each must fail, since the
+/// kernel answers EINVAL where they assert it accepts the node.
+#[test]
+fn a_fake_offline_node_fails_the_cases_that_assert_offline_nodes_work() {
+    host_has_what_the_table_assumes();
+    let must_fail = [
+        "node-possible-offline-accepted",
+        "node-offline-wait-timeout-unchanged",
+        "node-offline-wait-wake-one",
+        "node-offline-own-table",
+    ];
+    let plain = run("futex-numa", None, &["offline"]);
+    let skipped = plain
+        .ktap
+        .matches("# SKIP needs a possible but offline node")
+        .count();
+    assert_eq!(
+        (skipped, plain.status),
+        (must_fail.len(), Some(0)),
+        "without an offline node the cases skip:\n{}",
+        plain.ktap
+    );
+    let fake = std::fs::read_to_string("/sys/devices/system/node/possible")
+        .ok()
+        .and_then(|s| guest_tests::numa::parse_list(s.trim()).ok())
+        .and_then(|p| p.last().map(|n| n + 1))
+        .expect("the host's possible nodes");
+    let o = run_with(
+        "futex-numa",
+        &["--filter", "offline"],
+        Some((guest_tests::numa::FAKE_OFFLINE_ENV, &fake.to_string())),
+    );
+    let failed = o.cases(false);
+    let missing: Vec<_> = must_fail.iter().filter(|c| !failed.contains(**c)).collect();
+    assert!(
+        missing.is_empty() && o.status == Some(1),
+        "with fake offline node {fake}: exit {:?}; these passed but must fail: {missing:?}\n{}",
+        o.status,
+        o.ktap
+    );
 }
 
 /// A wrong-kernel model of the classic-operation binaries

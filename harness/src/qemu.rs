@@ -169,12 +169,28 @@ pub fn smp_mem_args(t: &Topology) -> Vec<OsString> {
         "-smp".into(),
         format!("{},sockets={},cores=1,threads=1", t.cpus(), t.cpus()).into(),
         "-m".into(),
-        format!("{}M", t.mem_mib()).into(),
+        mem_size(t).into(),
     ]
 }
 
+/// `-m`'s value: the boot memory, and with offline nodes the memory
+/// hotplug range (`slots=,maxmem=`) whose SRAT entry, hot-pluggable and
+/// given to the last node, is what makes that node possible.
+pub fn mem_size(t: &Topology) -> String {
+    match t.offline() {
+        0 => format!("{}M", t.mem_mib()),
+        n => format!(
+            "{}M,slots={n},maxmem={}M",
+            t.mem_mib(),
+            t.mem_mib() + t.hotplug_mib()
+        ),
+    }
+}
+
 /// One memory backend per node with memory, `-numa node` per node (CPU
-/// ranges, memdev), and `-numa dist` for every ordered pair when declared.
+/// ranges, memdev), a bare `-numa node,nodeid=N` per offline node (the
+/// last ones: the hotplug range of [`mem_size`] goes to the last node),
+/// and `-numa dist` for every ordered pair when declared.
 pub fn numa_args(t: &Topology) -> Vec<OsString> {
     numa_args_shared(t, false)
 }
@@ -209,6 +225,10 @@ pub fn numa_args_shared(t: &Topology, shared: bool) -> Vec<OsString> {
         }
         a.push("-numa".into());
         a.push(node.into());
+    }
+    for i in t.offline_ids() {
+        a.push("-numa".into());
+        a.push(format!("node,nodeid={i}").into());
     }
     if let Some(d) = t.distances() {
         for (i, row) in d.iter().enumerate() {
@@ -422,6 +442,20 @@ mod tests {
         assert_eq!(
             line(&smp_mem_args(&t)),
             "-smp 4,sockets=4,cores=1,threads=1 -m 768M"
+        );
+    }
+
+    #[test]
+    fn an_offline_node_is_a_bare_last_node_with_the_hotplug_range() {
+        // The measured argv: Linux shows possible 0-2, online 0-1
+        // (docs/futex-abi.md section 3).
+        let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M,offline=1").unwrap();
+        assert_eq!(
+            line(&[smp_mem_args(&t), numa_args(&t)].concat()),
+            "-smp 4,sockets=4,cores=1,threads=1 -m 1024M,slots=1,maxmem=1280M \
+             -object memory-backend-ram,id=mem0,size=512M -object memory-backend-ram,id=mem1,size=512M \
+             -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
+             -numa node,nodeid=2"
         );
     }
 

@@ -1,7 +1,7 @@
 //! NUMA topologies: nodes with CPUs and memory, an optional distance
-//! matrix. Parsed from the CLI spec (`nodes=2,cpus=2,mem=512M`) or built from
-//! `matrix.yaml`, then validated; only a validated [`Topology`] reaches the
-//! QEMU argv builder.
+//! matrix, an optional possible-but-offline node. Parsed from the CLI spec
+//! (`nodes=2,cpus=2,mem=512M[,offline=1]`) or built from `matrix.yaml`, then
+//! validated; only a validated [`Topology`] reaches the QEMU argv builder.
 
 use std::fmt;
 
@@ -19,7 +19,9 @@ pub enum TopologyError {
         item: String,
     },
     /// Unknown key.
-    #[error("topology spec {spec:?}: unknown key {key:?} (known: nodes, cpus, mem, distance)")]
+    #[error(
+        "topology spec {spec:?}: unknown key {key:?} (known: nodes, cpus, mem, distance, offline)"
+    )]
     UnknownKey {
         /// The whole spec.
         spec: String,
@@ -66,12 +68,24 @@ pub struct Node {
 }
 
 /// A validated topology. Node `i` has id `i`; CPUs are numbered
-/// consecutively node by node.
+/// consecutively node by node; the offline nodes come after the declared
+/// ones.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     nodes: Vec<Node>,
     distances: Option<Vec<Vec<u8>>>,
+    offline: usize,
 }
+
+/// Most possible-but-offline nodes: one. QEMU gives its hot-pluggable
+/// memory range (the only SRAT entry of a node without CPUs and boot
+/// memory) to the last node alone, and Linux numbers the proximity domains
+/// it finds consecutively, so a second such node is not possible at all
+/// (measured with QEMU 10.0 and Debian's 7.0.13 and 7.3.4).
+pub const MAX_OFFLINE: usize = 1;
+/// MiB of hot-pluggable memory range per offline node (`maxmem` above the
+/// boot memory): the range is all the node has, and nothing plugs into it.
+pub const OFFLINE_HOTPLUG_MIB: u64 = 256;
 
 /// Most vCPUs QEMU's default i440fx machine takes.
 pub const MAX_CPUS: u32 = 255;
@@ -127,13 +141,49 @@ impl Topology {
                 }
             }
         }
-        Ok(Topology { nodes, distances })
+        Ok(Topology {
+            nodes,
+            distances,
+            offline: 0,
+        })
     }
 
-    /// Parses `nodes=N,cpus=C,mem=SIZE[,distance=D]`: N nodes of C vCPUs
-    /// and SIZE memory each; D is the distance between distinct nodes.
+    /// Adds `offline` nodes that are possible but not online: no CPUs, no
+    /// boot memory, only a hot-pluggable memory range in the SRAT (at most
+    /// [`MAX_OFFLINE`]; not with a distance matrix, which would have to
+    /// name them).
+    pub fn with_offline(mut self, offline: usize) -> Result<Topology, TopologyError> {
+        if offline > MAX_OFFLINE {
+            return Err(TopologyError::Invalid(format!(
+                "{offline} offline nodes; expected 0..={MAX_OFFLINE} (QEMU gives its \
+                 hot-pluggable memory range to the last node only, so only one node \
+                 can be possible but offline)"
+            )));
+        }
+        if offline > 0 && self.distances.is_some() {
+            return Err(TopologyError::Invalid(
+                "an offline node cannot be combined with a distance matrix \
+                 (QEMU would need its distances too)"
+                    .into(),
+            ));
+        }
+        if self.nodes.len() + offline > MAX_NODES {
+            return Err(TopologyError::Invalid(format!(
+                "{} nodes with the offline one; expected 1..={MAX_NODES}",
+                self.nodes.len() + offline
+            )));
+        }
+        self.offline = offline;
+        Ok(self)
+    }
+
+    /// Parses `nodes=N,cpus=C,mem=SIZE[,distance=D][,offline=O]`: N nodes
+    /// of C vCPUs and SIZE memory each; D is the distance between distinct
+    /// nodes; O possible-but-offline nodes after them
+    /// ([`Topology::with_offline`]).
     pub fn parse_spec(spec: &str) -> Result<Topology, TopologyError> {
         let (mut nodes, mut cpus, mut mem, mut distance) = (1u32, None, None, None);
+        let mut offline = 0usize;
         let mut seen: Vec<&str> = Vec::new();
         for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             let (k, v) = item
@@ -173,6 +223,11 @@ impl Topology {
                             .map_err(|_| bad("a distance between nodes such as 20"))?,
                     )
                 }
+                "offline" => {
+                    offline = v
+                        .parse()
+                        .map_err(|_| bad("a number of possible-but-offline nodes such as 1"))?
+                }
                 _ => {
                     return Err(TopologyError::UnknownKey {
                         spec: spec.into(),
@@ -196,7 +251,7 @@ impl Topology {
                 .map(|i| (0..n).map(|j| if i == j { 10 } else { d }).collect())
                 .collect()
         });
-        Topology::new(vec![node; n], distances)
+        Topology::new(vec![node; n], distances)?.with_offline(offline)
     }
 
     /// The nodes, in id order.
@@ -207,6 +262,22 @@ impl Topology {
     /// The distance matrix, if declared.
     pub fn distances(&self) -> Option<&[Vec<u8>]> {
         self.distances.as_deref()
+    }
+
+    /// Possible-but-offline nodes after the declared ones (0 or 1).
+    pub fn offline(&self) -> usize {
+        self.offline
+    }
+
+    /// The ids of the offline nodes.
+    pub fn offline_ids(&self) -> std::ops::Range<usize> {
+        self.nodes.len()..self.nodes.len() + self.offline
+    }
+
+    /// The hot-pluggable memory range above the boot memory, in MiB (0
+    /// without offline nodes): what `maxmem` adds.
+    pub fn hotplug_mib(&self) -> u64 {
+        self.offline as u64 * OFFLINE_HOTPLUG_MIB
     }
 
     /// Total vCPUs.
@@ -226,7 +297,8 @@ impl Topology {
     }
 
     /// The argument of the guest `topology` binary: `id:cpulist:memM,...`
-    /// (an empty cpulist for a CPU-less node).
+    /// (an empty cpulist for a CPU-less node), then `id:offline` for each
+    /// possible-but-offline node.
     pub fn check_arg(&self) -> String {
         (0..self.nodes.len())
             .map(|i| {
@@ -238,13 +310,15 @@ impl Topology {
                 };
                 format!("{i}:{cpus}:{}M", self.nodes[i].mem_mib)
             })
+            .chain(self.offline_ids().map(|i| format!("{i}:offline")))
             .collect::<Vec<_>>()
             .join(",")
     }
 }
 
 impl fmt::Display for Topology {
-    /// A short name such as `2n-2c-512M` used in cell names.
+    /// A short name such as `2n-2c-512M` (`2n-2c-512M-1off` with an offline
+    /// node) used in cell names.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let first = &self.nodes[0];
         if self.nodes.iter().all(|n| n == first) {
@@ -266,6 +340,9 @@ impl fmt::Display for Topology {
         }
         if self.distances.is_some() {
             write!(f, "-dist")?;
+        }
+        if self.offline > 0 {
+            write!(f, "-{}off", self.offline)?;
         }
         Ok(())
     }
@@ -320,11 +397,39 @@ mod tests {
             ("nodes=2,cpus=0,mem=512M", "0 vCPUs in all"),
             ("nodes=1,mem=32M", "needs >= 64 MiB"),
             ("nodes=2,distance=5", "distance 0->1 is 5"),
+            (
+                "nodes=2,offline=x",
+                "a number of possible-but-offline nodes such as 1",
+            ),
+            ("nodes=2,offline=2", "2 offline nodes; expected 0..=1"),
+            (
+                "nodes=2,distance=20,offline=1",
+                "cannot be combined with a distance matrix",
+            ),
+            (
+                "nodes=64,cpus=1,mem=64M,offline=1",
+                "65 nodes with the offline one",
+            ),
         ];
         for (spec, want) in cases {
             let e = Topology::parse_spec(spec).unwrap_err().to_string();
             assert!(e.contains(want), "{spec}: {e}");
         }
+    }
+
+    #[test]
+    fn an_offline_node_comes_after_the_declared_ones() {
+        let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M,offline=1").unwrap();
+        assert_eq!(
+            (t.nodes().len(), t.offline(), t.offline_ids()),
+            (2, 1, 2..3)
+        );
+        assert_eq!((t.cpus(), t.mem_mib(), t.hotplug_mib()), (4, 1024, 256));
+        assert_eq!(t.check_arg(), "0:0-1:512M,1:2-3:512M,2:offline");
+        assert_eq!(t.to_string(), "2n-2c-512M-1off");
+        let none = Topology::parse_spec("nodes=2,offline=0").unwrap();
+        assert_eq!((none.offline(), none.hotplug_mib()), (0, 0));
+        assert_eq!(none, Topology::parse_spec("nodes=2").unwrap());
     }
 
     #[test]

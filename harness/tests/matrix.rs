@@ -605,15 +605,17 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
             "source-7.3-debug"
         ]
     );
-    assert_eq!(m.topologies.len(), 5);
+    assert_eq!(m.topologies.len(), 6);
+    assert!(m.topologies.iter().any(|t| t.topology.offline() == 1));
     assert!(m.topologies.iter().any(|t| t.topology.cpus() >= 8));
     assert!(m
         .topologies
         .iter()
         .any(|t| t.topology.distances().is_some()));
     // Every kernel x the 4 small topologies x {smoke, futex}, plus Debian's
-    // and the source-built 7.3 on 2n9c with our suite and upstream's.
-    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2);
+    // and the source-built 7.3 on 2n9c with our suite and upstream's, and
+    // Debian's 7.x and the source-built 7.3 on 2n2c-1off with our suite.
+    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2 + 3);
     let imm = m
         .kernels
         .iter()

@@ -19,8 +19,16 @@
 //!   node word untouched.
 //! - `node-possible-accepted`: every possible node, preset: wake 0, wait
 //!   EAGAIN on a value mismatch, node word unchanged.
-//! - `node-possible-offline-accepted`: possible-but-offline nodes are accepted
-//!   (SKIP when every possible node is online).
+//! - `node-possible-offline-accepted`: each possible-but-offline node, preset:
+//!   wake 0, wait EAGAIN on a value mismatch, node word unchanged (SKIP, as
+//!   every `node-offline-*` case, when every possible node is online).
+//! - `node-offline-wait-timeout-unchanged`: a wait on an offline node with a
+//!   matching value times out (ETIMEDOUT); value and node word unchanged.
+//! - `node-offline-wait-wake-one`: waiter and waker preset to the offline node
+//!   -> wake 1, the waiter returns 0, a second wake 0, node word unchanged.
+//! - `node-offline-own-table`: a waiter on the offline node is missed by a
+//!   waker with each online node (wake 0), then woken by the offline node's
+//!   (wake 1): the offline node has its own table, `futex_queues[node]`.
 //! - `node-not-possible-einval`: the smallest id < 1024 that is not possible ->
 //!   wake and wait EINVAL.
 //! - `node-out-of-range-einval`: 1024, 4096, 0x7fffffff, 0x80000000, 0xfffffffe
@@ -265,22 +273,131 @@ fn node_possible_accepted(ctx: &Ctx) -> R {
     PASS
 }
 
-fn node_possible_offline_accepted(ctx: &Ctx) -> R {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
-    let t = Topology::read()?;
+/// The possible-but-offline nodes (with a diagnostic), or the skip of a
+/// cell without one (a topology with `offline=1` has one).
+fn offline_nodes(t: &Topology) -> Result<Vec<u32>, Outcome> {
     let off = t.offline_possible();
     if off.is_empty() {
-        return Ok(Outcome::Skip(format!(
-            "needs a possible but offline node; possible {} online {}",
+        return Err(Outcome::Skip(format!(
+            "needs a possible but offline node (a topology with offline=1); possible {} online {}",
             list_str(&t.possible),
             list_str(&t.online)
         )));
     }
+    diag(&format!(
+        "possible {} online {}: offline {}",
+        list_str(&t.possible),
+        list_str(&t.online),
+        list_str(&off)
+    ));
+    Ok(off)
+}
+
+/// A waiter on `{0, node}` asleep in the kernel; if it never sleeps, what
+/// its wait returned (EINVAL when the kernel refuses the node).
+fn offline_waiter(m: &Mapping, node: u32) -> Result<Waiter, String> {
+    m.set(0, 0, node);
+    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    match w.blocked() {
+        Ok(()) => Ok(w),
+        Err(e) => Err(format!(
+            "waiter on node {node}: {e}; its wait returned {}",
+            numa::show(&w.join())
+        )),
+    }
+}
+
+fn node_possible_offline_accepted(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let off = match offline_nodes(&Topology::read()?) {
+        Ok(off) => off,
+        Err(skip) => return Ok(skip),
+    };
     let m = Mapping::anon(1, false)?;
     for n in off {
         accepted_node(&m, n)?;
+    }
+    PASS
+}
+
+fn node_offline_wait_timeout(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let off = match offline_nodes(&Topology::read()?) {
+        Ok(off) => off,
+        Err(skip) => return Ok(skip),
+    };
+    let m = Mapping::anon(1, false)?;
+    for n in off {
+        m.set(0, 0, n);
+        want_err(
+            &format!("wait (value matches) with offline node {n}"),
+            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+            libc::ETIMEDOUT,
+        )?;
+        want_eq(&format!("node word preset to {n}"), m.node(0), n)?;
+        want_eq("futex value", m.word(0).load(Ordering::SeqCst), 0)?;
+    }
+    PASS
+}
+
+fn node_offline_wait_wake_one(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let off = match offline_nodes(&Topology::read()?) {
+        Ok(off) => off,
+        Err(skip) => return Ok(skip),
+    };
+    let m = Mapping::anon(1, false)?;
+    for n in off {
+        let w = offline_waiter(&m, n)?;
+        want_ok(
+            &format!("wake with the waiter's offline node {n}"),
+            wake(&m, 0, 1, PRIVATE_NUMA),
+            1,
+        )?;
+        want_ok(&format!("waiter on offline node {n}"), w.join(), 0)?;
+        want_ok(
+            &format!("second wake with node {n}"),
+            wake(&m, 0, 1, PRIVATE_NUMA),
+            0,
+        )?;
+        want_eq(&format!("node word preset to {n}"), m.node(0), n)?;
+    }
+    PASS
+}
+
+fn node_offline_own_table(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    let t = Topology::read()?;
+    let off = match offline_nodes(&t) {
+        Ok(off) => off,
+        Err(skip) => return Ok(skip),
+    };
+    let m = Mapping::anon(1, false)?;
+    for n in off {
+        let w = offline_waiter(&m, n)?;
+        for &o in &t.online {
+            m.word(4).store(o, Ordering::SeqCst);
+            want_ok(
+                &format!("wake with online node {o} of a waiter on offline node {n}"),
+                wake(&m, 0, i32::MAX, PRIVATE_NUMA),
+                0,
+            )?;
+        }
+        m.word(4).store(n, Ordering::SeqCst);
+        want_ok(
+            &format!("wake with the waiter's offline node {n}"),
+            wake(&m, 0, 1, PRIVATE_NUMA),
+            1,
+        )?;
+        want_ok(&format!("waiter on offline node {n}"), w.join(), 0)?;
     }
     PASS
 }
@@ -991,6 +1108,13 @@ fn main() {
             Case::new("node-possible-offline-accepted", |c| {
                 r(node_possible_offline_accepted(c))
             }),
+            Case::new("node-offline-wait-timeout-unchanged", |c| {
+                r(node_offline_wait_timeout(c))
+            }),
+            Case::new("node-offline-wait-wake-one", |c| {
+                r(node_offline_wait_wake_one(c))
+            }),
+            Case::new("node-offline-own-table", |c| r(node_offline_own_table(c))),
             Case::new("node-not-possible-einval", |c| {
                 r(node_not_possible_einval(c))
             }),

@@ -2,20 +2,22 @@
 //! declared to QEMU. Prints one KTAP document; exit 0 if every case passed,
 //! 1 if one failed, 2 on bad arguments.
 //!
-//! Usage: `topology --nodes 0:0-1:512M,1:2-3:512M [--root DIR]`
+//! Usage: `topology --nodes 0:0-1:512M,1:2-3:512M[,2:offline] [--root DIR]`
 //! (node list format in `guest_tests::topology`; `--root` reads sysfs and
 //! procfs under DIR instead of `/`, for trying it on a copy).
 
 use guest_tests::ktap::Ktap;
-use guest_tests::topology::{evaluate, observe, parse_nodes};
+use guest_tests::topology::{evaluate, evaluate_masks, observe, parse_declared, Declared};
 use std::path::PathBuf;
 
-const USAGE: &str = "usage: topology --nodes ID:CPUS:MEM[,ID:CPUS:MEM...] [--root DIR]\n\
-                     e.g. topology --nodes 0:0-1:512M,1:2-3+6:512M";
+const USAGE: &str =
+    "usage: topology --nodes ID:CPUS:MEM[,ID:CPUS:MEM...][,ID:offline] [--root DIR]\n\
+                     e.g. topology --nodes 0:0-1:512M,1:2-3+6:512M,2:offline";
 
 /// What `--help` says before [`USAGE`].
 const ABOUT: &str = "topology: checks that the kernel sees the NUMA topology the host declared\n\
-                     (nodes, their CPUs and memory, from sysfs and procfs under --root).\n\
+                     (nodes, their CPUs and memory, the possible and online node masks,\n\
+                     from sysfs and procfs under --root).\n\
                      Prints one KTAP document: exit 0 if every check passed, 1 if one failed,\n\
                      2 on bad arguments.";
 
@@ -27,7 +29,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let checks = evaluate(&nodes, &observe(&root));
+    let seen = observe(&root);
+    let mut checks = evaluate(&nodes.nodes, &seen);
+    checks.extend(evaluate_masks(&nodes, &seen));
     let mut k = Ktap::stdout(checks.len());
     let mut failed = 0;
     for c in &checks {
@@ -41,15 +45,15 @@ fn main() {
     std::process::exit(if failed == 0 { 0 } else { 1 });
 }
 
-fn parse_args(
-    mut args: impl Iterator<Item = String>,
-) -> Result<(Vec<guest_tests::topology::NodeSpec>, PathBuf), String> {
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<(Declared, PathBuf), String> {
     let mut nodes = None;
     let mut root = PathBuf::from("/");
     while let Some(a) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{a} needs a value"));
         match a.as_str() {
-            "--nodes" => nodes = Some(parse_nodes(&value()?).map_err(|e| format!("--nodes: {e}"))?),
+            "--nodes" => {
+                nodes = Some(parse_declared(&value()?).map_err(|e| format!("--nodes: {e}"))?)
+            }
             "--root" => root = PathBuf::from(value()?),
             "-h" | "--help" => {
                 println!("{ABOUT}\n\n{USAGE}");

@@ -87,6 +87,9 @@ pub struct RawTopology {
     pub nodes: Vec<RawNode>,
     /// Optional distance matrix (10 on the diagonal).
     pub distances: Option<Vec<Vec<u8>>>,
+    /// Possible-but-offline nodes after `nodes` (0 or 1).
+    #[serde(default)]
+    pub offline: usize,
 }
 
 /// One node.
