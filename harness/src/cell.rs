@@ -11,7 +11,7 @@ use crate::qemu::Accel;
 use crate::result::{CellResult, VmEnd};
 use crate::suite::{SuiteError, SuiteTest};
 use crate::topology::Topology;
-use crate::vm::{Attach, Limits, LiveTap, VmError, VmRequest};
+use crate::vm::{Attach, Limits, LiveTap, VmError, VmRequest, WedgeWatch};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -225,6 +225,7 @@ pub async fn run_attached(
                 live: spec.debug.live.then(|| live.clone()).flatten(),
                 dump: dump.clone(),
             },
+            wedge: (!spec.debug.interactive()).then(|| WedgeWatch::for_plan(&guest.plan)),
         };
         if let Some(word) = crate::qemu::tcg_share_cmdline(accel, !req.spec.shares.is_empty()) {
             let note = format!(

@@ -69,6 +69,27 @@ impl ReportKind {
     }
 }
 
+impl ReportKind {
+    /// Whether the kernel says a task or a CPU stopped making progress
+    /// (hung task, soft lockup, RCU stall): with no results coming either,
+    /// the guest is wedged ([`crate::vm`] ends it early).
+    pub fn is_stall(self) -> bool {
+        matches!(
+            self,
+            ReportKind::HungTask | ReportKind::SoftLockup | ReportKind::RcuStall
+        )
+    }
+}
+
+/// The kind of report a console line starts, if any (timestamps ignored;
+/// a `[ cut here ]` line says no kind yet): for watching the console live.
+pub fn report_start(line: &str) -> Option<ReportKind> {
+    match classify(strip_timestamp(line).trim_start()) {
+        Some(Start::Report(k)) => Some(k),
+        Some(Start::CutHere) | None => None,
+    }
+}
+
 impl std::fmt::Display for ReportKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -492,6 +513,35 @@ mod tests {
             eprintln!("case: {what}");
             check(input, expected);
         }
+    }
+
+    #[test]
+    fn report_start_names_stalls_on_live_lines() {
+        let table: &[(&str, Option<ReportKind>)] = &[
+            (
+                "[   12.5] INFO: task fault:93 blocked for more than 1 seconds.",
+                Some(ReportKind::HungTask),
+            ),
+            (
+                "[    3.1] [    T9] watchdog: BUG: soft lockup - CPU#1 stuck for 3s! [fault:80]",
+                Some(ReportKind::SoftLockup),
+            ),
+            (
+                "rcu: INFO: rcu_preempt self-detected stall on CPU",
+                Some(ReportKind::RcuStall),
+            ),
+            (
+                "[    1.0] WARNING: CPU: 0 PID: 1 at x",
+                Some(ReportKind::Warning),
+            ),
+            ("[    1.0] ------------[ cut here ]------------", None),
+            ("harness: begin 1 smoke", None),
+        ];
+        for (line, kind) in table {
+            assert_eq!(report_start(line), *kind, "{line}");
+        }
+        assert!(ReportKind::HungTask.is_stall() && ReportKind::RcuStall.is_stall());
+        assert!(!ReportKind::Warning.is_stall() && !ReportKind::Panic.is_stall());
     }
 
     #[test]

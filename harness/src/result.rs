@@ -1,7 +1,8 @@
 //! What one cell (kernel x topology x suite) produced: the input of the
 //! verdict, the JUnit writer and the terminal summary.
 
-use crate::{console::ConsoleScan, ktap::Document};
+use crate::console::{ConsoleScan, ReportKind};
+use crate::ktap::Document;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
@@ -16,6 +17,17 @@ pub enum VmEnd {
     KernelPanic,
     /// The host watchdog killed the VM.
     Watchdog(Duration),
+    /// The harness ended the VM early: the console showed a stall report
+    /// and the results stream stayed silent past the running test's
+    /// timeout and guest-init's grace (see [`crate::vm::WedgeWatch`]).
+    Wedged {
+        /// The last stall report (hung task, soft lockup, RCU stall).
+        report: ReportKind,
+        /// The test running, as the plan names it.
+        test: Option<String>,
+        /// How long the results stream had been silent.
+        quiet: Duration,
+    },
     /// QEMU exited otherwise (reboot, crash, bad arguments).
     QemuExited {
         /// Exit status (or signal, negated).

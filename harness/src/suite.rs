@@ -116,6 +116,7 @@ pub const FAULT_SUITES: &[&str] = &[
     "fault-hung-task",
     "fault-lkdtm",
     "fault-softlockup",
+    "fault-wedge",
     "fault-long",
     "fault-flaky",
 ];
@@ -185,6 +186,13 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             &["lkdtm", "SOFTLOCKUP"],
             20,
         )],
+        // A task that sleeps uninterruptibly for ever (LKDTM `HUNG_TASK`):
+        // SIGKILL at 20 s does not end it; guest-init leaves it behind and
+        // runs the next binary.
+        "fault-wedge" => vec![
+            named("hung", "fault", &["lkdtm", "HUNG_TASK"], 20),
+            named("smoke-after", "smoke", &[], 60),
+        ],
         // Results first, then a long wait (for killing QEMU mid-run).
         // Passes six times in a boot, fails from the seventh: what
         // `--until-fail` must stop at.

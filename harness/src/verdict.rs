@@ -72,6 +72,17 @@ pub fn describe(end: &VmEnd) -> String {
         VmEnd::InitError(e) => format!("guest-init failed: {e}"),
         VmEnd::KernelPanic => "kernel panic".to_string(),
         VmEnd::Watchdog(d) => format!("killed by the host watchdog after {} s", d.as_secs()),
+        VmEnd::Wedged {
+            report,
+            test,
+            quiet,
+        } => format!(
+            "guest wedged: {report}{}; ended after {} s without progress",
+            test.as_deref()
+                .map(|t| format!(" in {t}"))
+                .unwrap_or_default(),
+            quiet.as_secs()
+        ),
         // -no-reboot: a reboot (a panic under panic=-1 whose console line
         // was lost, a triple fault) ends QEMU with status 0.
         VmEnd::QemuExited { status: 0, stderr } if stderr.trim().is_empty() => {
@@ -667,6 +678,14 @@ ok 2 topology # SKIP reason
         assert_eq!(
             describe(&VmEnd::Watchdog(Duration::from_secs(300))),
             "killed by the host watchdog after 300 s"
+        );
+        assert_eq!(
+            describe(&VmEnd::Wedged {
+                report: ReportKind::HungTask,
+                test: Some("hung".into()),
+                quiet: Duration::from_millis(35_900),
+            }),
+            "guest wedged: hung-task in hung; ended after 35 s without progress"
         );
         assert_eq!(
             describe(&VmEnd::QemuExited {

@@ -4,8 +4,9 @@
 //! (console, results, QMP) before QEMU starts; QEMU connects to them, so
 //! there are no ports to race for and no predictable paths. Console and
 //! results are read live and bounded; a kernel panic on the console or a
-//! QMP `GUEST_PANICKED` ends the run in seconds; a watchdog and the cancel
-//! token bound the rest. QEMU is started by [`crate::procs::spawn_guarded`]
+//! QMP `GUEST_PANICKED` ends the run in seconds, and so does a wedged
+//! guest (a stall report and a silent results stream, [`WedgeWatch`]); a
+//! watchdog and the cancel token bound the rest. QEMU is started by [`crate::procs::spawn_guarded`]
 //! (own process group, `PR_SET_PDEATHSIG`, registered) and is killed on
 //! every exit path. What a debugging session attaches ([`Attach`]): live
 //! lines for the terminal, the shell port bridged to it
@@ -13,8 +14,10 @@
 //! `dump-guest-memory` on a panic or at the watchdog.
 
 mod attach;
+mod wedge;
 
 pub use attach::{Attach, LiveLine, LiveTap, LIVE_BACKLOG};
+pub use wedge::{WedgeWatch, WEDGE_MARGIN};
 
 use crate::debug::{DumpFormat, Dumped};
 use crate::host::Qemu;
@@ -25,7 +28,7 @@ use futures::StreamExt;
 use guest_tests::plan::GuestExit;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
@@ -102,6 +105,10 @@ pub struct VmRequest {
     pub limits: Limits,
     /// Live lines and the memory image (none by default).
     pub attach: Attach,
+    /// The plan's tests and timeouts, to end a wedged guest early (`None`:
+    /// only the watchdog does; a person at a shell or in gdb may keep a
+    /// guest silent for as long as they like).
+    pub wedge: Option<WedgeWatch>,
 }
 
 /// What a VM produced.
@@ -179,6 +186,9 @@ impl Capture {
     }
 }
 
+/// Sees every chunk a serial port reads (the wedge watch).
+type OnChunk = Box<dyn FnMut(&[u8]) + Send>;
+
 /// Accepts one connection and copies it into a capture and a log file
 /// (the file is bounded like the capture). `panic_tx` is set when the
 /// console shows a panic.
@@ -188,6 +198,7 @@ async fn serial_reader(
     limit: usize,
     panic_tx: Option<watch::Sender<bool>>,
     mut tap: Option<LineTap>,
+    mut on_chunk: Option<OnChunk>,
 ) -> Vec<u8> {
     let mut cap = Capture::new(limit);
     let Ok((mut stream, _)) = listener.accept().await else {
@@ -206,6 +217,9 @@ async fn serial_reader(
         cap.push(chunk);
         if let Some(t) = tap.as_mut() {
             t.push(chunk);
+        }
+        if let Some(f) = on_chunk.as_mut() {
+            f(chunk);
         }
         if logged < limit {
             let take = (limit - logged).min(n);
@@ -334,6 +348,44 @@ enum Stop {
     Watchdog,
     Cancelled,
     Panicked,
+    Wedged(wedge::Wedged),
+}
+
+/// The wedge watch shared by the two serial readers and its checker.
+type SharedWatch = Arc<Mutex<wedge::Watch>>;
+
+fn lock(w: &SharedWatch) -> std::sync::MutexGuard<'_, wedge::Watch> {
+    // A reader that panicked left a usable state behind: counters only.
+    w.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The readers' hooks feeding `watch` (console, results).
+fn feed(watch: &Option<SharedWatch>) -> (Option<OnChunk>, Option<OnChunk>) {
+    let Some(w) = watch else {
+        return (None, None);
+    };
+    let (c, r) = (w.clone(), w.clone());
+    (
+        Some(Box::new(move |b: &[u8]| lock(&c).console(b))),
+        Some(Box::new(move |b: &[u8]| {
+            lock(&r).results(Instant::now(), b)
+        })),
+    )
+}
+
+/// Resolves when `watch` finds the guest wedged (checked each second);
+/// never without a watch.
+async fn wedged(watch: Option<SharedWatch>) -> wedge::Wedged {
+    let Some(w) = watch else {
+        return std::future::pending().await;
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        if let Some(found) = lock(&w).check(Instant::now()) {
+            return found;
+        }
+    }
 }
 
 /// Runs the VM to its end. Only setup failures are errors; everything the
@@ -365,6 +417,11 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let pgid = child.pgid();
     let cpu = crate::hostload::CpuWatch::start(pgid);
 
+    let wedge_watch: Option<SharedWatch> = req
+        .wedge
+        .clone()
+        .map(|w| Arc::new(Mutex::new(wedge::Watch::new(w, Instant::now()))));
+    let (console_feed, results_feed) = feed(&wedge_watch);
     let (panic_tx, mut panic_rx) = watch::channel(false);
     let (ask_tx, ask_rx) = mpsc::channel(2);
     let qmp_panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -378,6 +435,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         req.limits.console_bytes,
         Some(panic_tx.clone()),
         tap(LiveLine::Console, None),
+        console_feed,
     ));
     let results_task = tokio::spawn(serial_reader(
         results_l,
@@ -385,6 +443,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         req.limits.results_bytes,
         None,
         tap(LiveLine::Result, shell_l.is_some().then_some(shell_tx)),
+        results_feed,
     ));
     let bridge_stop = CancellationToken::new();
     let bridge_task = shell_l.map(|l| {
@@ -416,9 +475,10 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         _ = cancel.cancelled() => Stop::Cancelled,
         // Only a real panic: the senders dropping (QEMU gone) is no panic.
         Ok(_) = panic_rx.wait_for(|p| *p) => Stop::Panicked,
+        w = wedged(wedge_watch) => Stop::Wedged(w),
     };
     let dump = match (&stop, &req.attach.dump) {
-        (Stop::Panicked | Stop::Watchdog, Some((dir, format))) => Some(
+        (Stop::Panicked | Stop::Watchdog | Stop::Wedged(_), Some((dir, format))) => Some(
             attach::dump_memory(&ask_tx, dir, *format, spec.topology.mem_mib(), &mut child).await,
         ),
         _ => None,
@@ -439,7 +499,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
                 Err(_) => kill_and_reap(&mut child, pgid).await,
             }
         }
-        Stop::Watchdog | Stop::Cancelled => {
+        Stop::Watchdog | Stop::Cancelled | Stop::Wedged(_) => {
             let _ = ask_tx.try_send(QmpAsk::Quit);
             match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
                 Ok(st) => st.ok(),
@@ -477,6 +537,11 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let end = match stop {
         Stop::Cancelled => VmEnd::Interrupted,
         Stop::Watchdog => VmEnd::Watchdog(req.watchdog),
+        Stop::Wedged(w) => VmEnd::Wedged {
+            report: w.report,
+            test: w.test,
+            quiet: w.quiet,
+        },
         _ if qmp_panicked || console_panicked => VmEnd::KernelPanic,
         _ => match code.and_then(GuestExit::from_qemu_status) {
             Some(GuestExit::Finished) => VmEnd::Finished,

@@ -469,6 +469,7 @@ fn corrupt_run_plan_is_reported_as_bad_plan() {
         results_log: tmp.path().join("results.ktap"),
         limits: harness::vm::Limits::default(),
         attach: Default::default(),
+        wedge: None,
     };
     let cancel = tokio_util::sync::CancellationToken::new();
     let out = rt.block_on(harness::vm::run(&req, &cancel)).unwrap();

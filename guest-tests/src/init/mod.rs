@@ -2,7 +2,8 @@
 //!
 //! [`lines`] and [`report`] are pure (line splitting, sanitizing, KTAP
 //! detection, result lines); [`runner`] spawns each planned binary in its own
-//! process group, forwards its output live and judges its ending. The binary
+//! process group, forwards its output live and judges its ending; [`stuck`]
+//! says what a child that outlived its SIGKILL is doing. The binary
 //! `guest-init` adds only what needs PID 1 (mounts, the results port, ending
 //! the VM), so everything here is tested on the host with real processes;
 //! [`shell`] (busybox's links, debugfs, the interactive shell) only in a VM.
@@ -18,3 +19,4 @@ pub mod modules;
 pub mod report;
 pub mod runner;
 pub mod shell;
+pub mod stuck;

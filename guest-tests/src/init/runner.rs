@@ -6,13 +6,17 @@
 //! (the host must see progress before a crash), through [`super::lines`].
 //! At the deadline the whole group gets SIGKILL. When the binary itself has
 //! exited, leftovers of its group get SIGKILL too, so the next binary starts
-//! in a clean guest.
+//! in a clean guest. A binary that outlives its SIGKILL by [`KILL_GRACE`]
+//! (stuck in the kernel: D state) is reported with what `/proc` says
+//! ([`super::stuck`]), left behind and never waited for again; the plan
+//! goes on with the next binary.
 //!
 //! Works as any process, not only PID 1: it waits only for the children it
 //! started, unless [`Options::reap_orphans`] is set.
 
 use super::lines::{self, Admit, Budget, LineSplitter, Mode, RawLine, MAX_LINE_BYTES};
 use super::report::{self, Ending, Verdict};
+use super::stuck::Stuck;
 use crate::ktap::sanitize_name;
 use crate::plan::{PlannedTest, RunPlan, BIN_DIR, ITERATION_MARK, KMSG_MARKER};
 use std::io::{self, Read, Write};
@@ -20,6 +24,13 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{ChildStderr, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// How long a binary killed at its deadline gets to die. SIGKILL ends a
+/// process at its next return to user space, so a healthy one is gone in
+/// milliseconds (even under TCG); one still there after seconds is stuck in
+/// the kernel (uninterruptible sleep, a CPU spinning with preemption off)
+/// and may never die: waiting longer only costs the rest of the plan.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How the runner behaves beyond what the plan says.
 #[derive(Debug, Clone)]
@@ -33,8 +44,11 @@ pub struct Options {
     /// How long pipes may stay open after the binary exited (a leftover
     /// process holding them) before its group is killed.
     pub leak_timeout: Duration,
-    /// How long to wait for a killed binary to die.
+    /// How long to wait for a killed binary to die ([`KILL_GRACE`]).
     pub kill_timeout: Duration,
+    /// The signal the group gets at the deadline: `SIGKILL`. Host tests use
+    /// 0 (which sends nothing) to play a task that SIGKILL does not end.
+    pub kill_signal: libc::c_int,
 }
 
 impl Default for Options {
@@ -43,7 +57,8 @@ impl Default for Options {
             path_env: BIN_DIR.to_string(),
             reap_orphans: false,
             leak_timeout: Duration::from_millis(500),
-            kill_timeout: Duration::from_secs(5),
+            kill_timeout: KILL_GRACE,
+            kill_signal: libc::SIGKILL,
         }
     }
 }
@@ -59,6 +74,8 @@ pub struct TestRun {
     pub ktap: bool,
     /// Output bytes dropped over `max_output_bytes`.
     pub dropped_bytes: u64,
+    /// Still alive [`Options::kill_timeout`] after its SIGKILL: left behind.
+    pub stuck: Option<Stuck>,
 }
 
 /// Writes the top-level KTAP document for `plan` to `results` (header, one
@@ -129,11 +146,17 @@ pub fn run_test(
     emit(results, &format!("  # Subtest: {name}"))?;
 
     let mut fwd = Forwarder::new(results, test.max_output_bytes);
-    let ending = match spawn(test, opts) {
-        Err(e) => Ending::Failed(format!("cannot run {}: {e}", test.path)),
+    let (ending, stuck) = match spawn(test, opts) {
+        Err(e) => (
+            Ending::Failed(format!("cannot run {}: {e}", test.path)),
+            None,
+        ),
         Ok(child) => supervise(child, test.timeout_ms, opts, &mut fwd)?,
     };
     fwd.finish()?;
+    for line in stuck.iter().flat_map(Stuck::lines) {
+        emit(fwd.results, &line)?;
+    }
     let (ktap, dropped_bytes) = (fwd.mode == Mode::Ktap, fwd.budget.dropped());
     end_test(n, &name, &ending, opts, results, kmsg)?;
     Ok(TestRun {
@@ -141,6 +164,7 @@ pub fn run_test(
         ending,
         ktap,
         dropped_bytes,
+        stuck,
     })
 }
 
@@ -196,6 +220,7 @@ fn run_shell(
         ending,
         ktap: false,
         dropped_bytes: 0,
+        stuck: None,
     })
 }
 
@@ -302,12 +327,14 @@ fn read_some<'b, R: Read>(pipe: &mut Option<R>, buf: &'b mut [u8]) -> Option<&'b
     }
 }
 
+/// Runs `child` to its end or its deadline; says how it ended and, if it
+/// outlived its SIGKILL, what it is stuck in.
 fn supervise(
     mut child: std::process::Child,
     timeout_ms: u64,
     opts: &Options,
     fwd: &mut Forwarder,
-) -> io::Result<Ending> {
+) -> io::Result<(Ending, Option<Stuck>)> {
     let start = Instant::now();
     let pid = child.id() as libc::pid_t;
     let deadline = start + Duration::from_millis(timeout_ms);
@@ -352,7 +379,7 @@ fn supervise(
     }
 
     // SAFETY: plain syscall; a group that no longer exists gives ESRCH.
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    unsafe { libc::kill(-pid, opts.kill_signal) };
     // Drain what the group wrote before it died (bounded: a process that
     // left the group may hold the pipes forever).
     let drain_until = Instant::now() + Duration::from_millis(200);
@@ -366,15 +393,22 @@ fn supervise(
     drop(pipes);
 
     let dead = exited_at.is_some() || wait_exit(pid, pidfd.as_ref(), opts.kill_timeout);
-    let status = if dead { reap(pid) } else { None };
-    Ok(match (timed_out, status) {
+    // A stuck child is not waited for (`waitpid` would block until it
+    // dies, maybe never); PID 1's `reap_zombies` takes it if it ever does.
+    let (status, stuck) = if dead {
+        (reap(pid), None)
+    } else {
+        (None, Some(Stuck::read(pid)))
+    };
+    let ending = match (timed_out, status) {
         (true, _) => Ending::TimedOut {
             timeout_ms,
             reaped: dead,
         },
         (false, Some(st)) => Ending::from_wait_status(st),
         (false, None) => Ending::Failed(format!("waitpid({pid}) failed")),
-    })
+    };
+    Ok((ending, stuck))
 }
 
 fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
@@ -678,6 +712,56 @@ mod tests {
                 reaped: true
             }
         );
+    }
+
+    #[test]
+    fn child_that_outlives_its_sigkill_is_left_behind_and_the_plan_goes_on() {
+        // Signal 0 sends nothing: the child plays a task in D state.
+        let opts = Options {
+            kill_signal: 0,
+            kill_timeout: Duration::from_millis(300),
+            ..host()
+        };
+        let mut stuck = sh("stuck", "echo started; exec sleep 30");
+        stuck.timeout_ms = 500;
+        let plan = RunPlan {
+            version: PLAN_VERSION,
+            tests: vec![stuck, sh("next", "echo fine")],
+            ..RunPlan::default()
+        };
+        let (mut out, mut kmsg) = (Vec::new(), Vec::new());
+        let start = Instant::now();
+        let runs = run_plan(&plan, &opts, &mut out, &mut kmsg).unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        let left = runs[0].stuck.clone().expect("left behind");
+        // Clean up the fake before asserting anything.
+        // SAFETY: plain syscalls on our own child.
+        unsafe {
+            libc::kill(-left.pid, libc::SIGKILL);
+            libc::waitpid(left.pid, std::ptr::null_mut(), 0);
+        }
+        assert_eq!(
+            runs[0].ending,
+            Ending::TimedOut {
+                timeout_ms: 500,
+                reaped: false
+            }
+        );
+        assert_eq!(runs[1].ending, Ending::Exited(0));
+        assert_eq!(runs[1].stuck, None);
+        let out = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        let said = format!(
+            "  # still alive after SIGKILL (state S): pid {}, wchan ",
+            left.pid
+        );
+        assert!(lines.iter().any(|l| l.starts_with(&said)), "{out}");
+        assert!(out.contains("not ok 1 stuck # TIMEOUT 500 ms\n"), "{out}");
+        assert!(out.contains("  # fine\nok 2 next\n"), "{out}");
     }
 
     #[test]
