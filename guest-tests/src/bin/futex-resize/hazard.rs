@@ -85,12 +85,18 @@ impl CloneVmWaiter {
             )));
         }
         let w = CloneVmWaiter { pid, _stack: stack };
-        hash::wait_blocked(
+        if let Err(o) = hash::wait_blocked(
             &[pid],
             libc::SYS_futex,
             Duration::from_secs(5),
             hash::process_state,
-        )?;
+        ) {
+            // Never free the stack under a live child: kill and reap it first.
+            // SAFETY: our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = w.reap();
+            return Err(o);
+        }
         Ok(w)
     }
 
