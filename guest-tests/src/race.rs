@@ -131,6 +131,12 @@ impl Rounds {
     }
 }
 
+/// The default rounds of a SET race case: 10, then until 10 overlapped,
+/// at most 200 rounds or 2 s (`--iterations` / `--seconds` replace it).
+pub fn set_race_rounds() -> Rounds {
+    Rounds::from_env(10, 10, 200, Duration::from_secs(2))
+}
+
 /// What a race loop saw.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tally {
@@ -437,6 +443,128 @@ pub fn clone_thread() -> Result<Call, String> {
     }
     drop(stack);
     Ok(call)
+}
+
+// ------------------------------------------------- whole rounds
+
+/// How far apart the rounds stagger the two calls: the longest call seen,
+/// so the shifts cover a whole call (50 us .. 50 ms).
+#[derive(Debug, Clone, Copy)]
+pub struct Span(pub u64);
+
+impl Span {
+    /// Starts at 1 ms.
+    pub fn new() -> Span {
+        Span(1_000_000)
+    }
+
+    /// Widens the span to `c`'s time in the kernel (within the bounds).
+    pub fn saw(&mut self, c: &Call) {
+        self.0 = self.0.max(c.took()).clamp(50_000, 50_000_000);
+    }
+}
+
+impl Default for Span {
+    fn default() -> Span {
+        Span::new()
+    }
+}
+
+/// Round `r` of two calls: a fresh process whose racing thread (made for
+/// `a`, so any `growth` but `none` gave the process an automatic 16-slot
+/// table) runs `a` against `b` on the process's first thread, staggered by
+/// `span`; then `after` there. Returns `(a, b, after)`.
+pub fn two_calls<T: Copy>(
+    r: u64,
+    span: &mut Span,
+    timeout: Duration,
+    a: impl FnOnce() -> Res + Send + 'static,
+    b: impl FnOnce() -> Res,
+    after: impl FnOnce() -> T,
+) -> Result<(Call, Call, T), Outcome> {
+    let stagger = stagger(r, span.0);
+    let round = in_fresh_process(timeout, move || {
+        let (ca, cb) = two_at_once(stagger, a, || Call::timed(b))?;
+        Ok((ca, cb, after()))
+    })?;
+    span.saw(&round.0);
+    span.saw(&round.1);
+    Ok(round)
+}
+
+/// What a round of [`set_vs_clones`] saw.
+#[derive(Debug, Clone, Copy)]
+pub struct ClonesRound<T: Copy> {
+    /// The SET.
+    pub set: Call,
+    /// Clones made.
+    pub clones: u32,
+    /// Clones that overlapped the SET.
+    pub overlapping: u32,
+    /// The first failed clone: its index and errno.
+    pub failed: Option<(u32, Errno)>,
+    /// What `after` returned.
+    pub after: T,
+}
+
+/// Round `r` of a SET against thread creation: a fresh process with
+/// `alive` threads (`alive - 2` parked, the SET's and the first one); `set`
+/// on one thread while the first clones threads (each exits at once, at
+/// most `burst` of them) until the SET has returned; then `after` there.
+pub fn set_vs_clones<T: Copy>(
+    r: u64,
+    span: &mut Span,
+    timeout: Duration,
+    alive: usize,
+    burst: usize,
+    set: impl FnOnce() -> Res + Send + 'static,
+    after: impl FnOnce() -> T,
+) -> Result<ClonesRound<T>, Outcome> {
+    let stagger = stagger(r, span.0);
+    let round = in_fresh_process(timeout, move || {
+        let why = |o: Outcome| match o {
+            Outcome::Fail(w) | Outcome::Skip(w) => w,
+            Outcome::Pass => "passed".into(),
+        };
+        let parked =
+            hash::Parked::spawn(alive.saturating_sub(2), Duration::from_secs(30)).map_err(why)?;
+        let set_done = Arc::new(AtomicBool::new(false));
+        let flag = set_done.clone();
+        let set = move || {
+            let r = set();
+            flag.store(true, Ordering::Release);
+            r
+        };
+        // At least one clone, then clones until the SET has returned.
+        let clones = || {
+            let mut calls = Vec::new();
+            loop {
+                let c: Call = clone_thread()?;
+                calls.push(c);
+                if c.res.is_err() || calls.len() >= burst || set_done.load(Ordering::Acquire) {
+                    return Ok::<_, String>(calls);
+                }
+            }
+        };
+        let (set, clones) = two_at_once(stagger, set, clones)?;
+        let clones = clones?;
+        let failed = clones.iter().enumerate().find_map(|(i, c)| match c.res {
+            Err(e) => Some((i as u32, e)),
+            Ok(_) => None,
+        });
+        let after = after();
+        // The parked threads die with this process.
+        drop(parked);
+        Ok(ClonesRound {
+            set,
+            clones: clones.len() as u32,
+            overlapping: clones.iter().filter(|c| c.overlaps(&set)).count() as u32,
+            failed,
+            after,
+        })
+    })?;
+    span.saw(&round.set);
+    Ok(round)
 }
 
 #[cfg(test)]

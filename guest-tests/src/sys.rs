@@ -263,6 +263,24 @@ pub fn futex_requeue(
     }
 }
 
+/// `set_mempolicy(mode, nodemask, maxnode)`: the calling thread's task
+/// policy; `mask` holds the node bits (node n is bit n % 64 of word n / 64).
+pub fn set_mempolicy(mode: i32, mask: &[u64]) -> Result<i64, Errno> {
+    let (ptr, maxnode) = if mask.is_empty() {
+        (0, 0)
+    } else {
+        // The kernel reads maxnode - 1 bits (as for mbind).
+        (mask.as_ptr() as u64, 64 * mask.len() as u64 + 1)
+    };
+    // SAFETY: mask is a live slice of maxnode - 1 bits, or NULL with 0.
+    unsafe {
+        syscall6(
+            libc::SYS_set_mempolicy,
+            [mode as u64, ptr, maxnode, 0, 0, 0],
+        )
+    }
+}
+
 /// `getcpu()`: (cpu, node).
 pub fn getcpu() -> Result<(u32, u32), Errno> {
     let (mut cpu, mut node) = (0u32, 0u32);
@@ -295,5 +313,149 @@ pub fn deadline_ms(ms: u64) -> libc::timespec {
     libc::timespec {
         tv_sec: now.tv_sec + (ms / 1000) as i64 + (total / 1_000_000_000) as i64,
         tv_nsec: (total % 1_000_000_000) as i64,
+    }
+}
+
+/// io_uring, as far as a futex case needs it (`include/uapi/linux/io_uring.h`):
+/// `io_uring_setup`, `io_uring_enter` and the ring layout.
+pub mod io_uring {
+    use super::{syscall6, Errno};
+
+    /// io_uring_setup (x86_64).
+    pub const NR_SETUP: i64 = 425;
+    /// io_uring_enter (x86_64).
+    pub const NR_ENTER: i64 = 426;
+    /// `IORING_OP_FUTEX_WAIT`.
+    pub const OP_FUTEX_WAIT: u8 = 51;
+    /// `IORING_OFF_SQ_RING`.
+    pub const OFF_SQ_RING: i64 = 0;
+    /// `IORING_OFF_CQ_RING`.
+    pub const OFF_CQ_RING: i64 = 0x800_0000;
+    /// `IORING_OFF_SQES`.
+    pub const OFF_SQES: i64 = 0x1000_0000;
+
+    /// `struct io_sqring_offsets` and `struct io_cqring_offsets` (the same shape).
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct RingOffsets {
+        /// head
+        pub head: u32,
+        /// tail
+        pub tail: u32,
+        /// ring_mask
+        pub ring_mask: u32,
+        /// ring_entries
+        pub ring_entries: u32,
+        /// flags (SQ) / overflow (CQ)
+        pub flags_or_overflow: u32,
+        /// dropped (SQ) / cqes (CQ)
+        pub dropped_or_cqes: u32,
+        /// array (SQ) / flags (CQ)
+        pub array_or_flags: u32,
+        /// resv1
+        pub resv1: u32,
+        /// user_addr
+        pub user_addr: u64,
+    }
+
+    /// `struct io_uring_params`.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Params {
+        /// sq_entries
+        pub sq_entries: u32,
+        /// cq_entries
+        pub cq_entries: u32,
+        /// flags
+        pub flags: u32,
+        /// sq_thread_cpu
+        pub sq_thread_cpu: u32,
+        /// sq_thread_idle
+        pub sq_thread_idle: u32,
+        /// features
+        pub features: u32,
+        /// wq_fd
+        pub wq_fd: u32,
+        /// resv
+        pub resv: [u32; 3],
+        /// sq_off
+        pub sq_off: RingOffsets,
+        /// cq_off
+        pub cq_off: RingOffsets,
+    }
+
+    /// `struct io_uring_sqe` (64 bytes), with the fields IORING_OP_FUTEX_WAIT uses.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Sqe {
+        /// opcode
+        pub opcode: u8,
+        /// IOSQE_ flags
+        pub flags: u8,
+        /// ioprio
+        pub ioprio: u16,
+        /// fd: the FUTEX2_* flags for the futex ops
+        pub fd: i32,
+        /// off / addr2: the futex value
+        pub addr2: u64,
+        /// addr: the futex address
+        pub addr: u64,
+        /// len
+        pub len: u32,
+        /// op flags (`futex_flags`, must be 0)
+        pub op_flags: u32,
+        /// user_data
+        pub user_data: u64,
+        /// buf_index
+        pub buf_index: u16,
+        /// personality
+        pub personality: u16,
+        /// file_index
+        pub file_index: u32,
+        /// addr3: the futex mask
+        pub addr3: u64,
+        /// __pad2
+        pub pad2: u64,
+    }
+
+    /// `struct io_uring_cqe` (16 bytes, no `IORING_SETUP_CQE32`).
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct Cqe {
+        /// user_data of the request
+        pub user_data: u64,
+        /// its result (a negative errno on failure)
+        pub res: i32,
+        /// IORING_CQE_F_ flags
+        pub flags: u32,
+    }
+
+    /// `io_uring_setup(entries, params)`: the ring's fd.
+    pub fn setup(entries: u32, params: &mut Params) -> Result<i64, Errno> {
+        // SAFETY: params is a live, writable io_uring_params.
+        unsafe {
+            syscall6(
+                NR_SETUP,
+                [entries as u64, params as *mut Params as u64, 0, 0, 0, 0],
+            )
+        }
+    }
+
+    /// `io_uring_enter(fd, to_submit, min_complete, flags, NULL, 0)`.
+    pub fn enter(fd: i32, to_submit: u32, min_complete: u32, flags: u32) -> Result<i64, Errno> {
+        // SAFETY: no pointers (no signal mask).
+        unsafe {
+            syscall6(
+                NR_ENTER,
+                [
+                    fd as u64,
+                    to_submit as u64,
+                    min_complete as u64,
+                    flags as u64,
+                    0,
+                    0,
+                ],
+            )
+        }
     }
 }

@@ -246,6 +246,23 @@ const MUTATIONS: &[Mutation] = &[
         expect: "growth=thread",
         must_fail: &["clone-vm-growth"],
     },
+    // The same, for a waiter the clone(CLONE_VM) child leaves queued: told
+    // it sits in the global hash (a wake after the first table finds
+    // nobody), the wake that finds it here fails.
+    Mutation {
+        binary: "futex-resize",
+        filters: &["clone-vm-waiter"],
+        expect: "growth=thread",
+        must_fail: &["clone-vm-waiter-then-thread", "clone-vm-waiter-then-set"],
+    },
+    // Told the immutable patch is there: the race rounds' SET with
+    // FH_FLAG_IMMUTABLE is EINVAL here, not one of the endings.
+    Mutation {
+        binary: "futex-immutable",
+        filters: &["-vs-"],
+        expect: "immutable=1",
+        must_fail: &["immutable-vs-set-race", "immutable-vs-thread-create"],
+    },
 ];
 
 #[test]

@@ -8,7 +8,7 @@
 //! stubbed: sub-op 3 -> 0, every SET -> EINVAL), 6.17+ (sub-op 3 and
 //! arg4 != 0 -> EINVAL), no prctl 78 (EINVAL for everything).
 //!
-//! Cases (9):
+//! Cases (11):
 //! - `get-immutable-fresh`: sub-op 3 with no table -> 0 (patch, 6.16) / EINVAL (6.17+).
 //! - `set-immutable`: SET 32 immutable -> 0, GET 32, sub-op 3 -> 1.
 //! - `immutable-blocks-set`: after it, SET 64, 32, 0, and SET 64 immutable -> EBUSY; GET 32.
@@ -19,6 +19,16 @@
 //! - `immutable-stops-growth`: SET 2 immutable then 6+ threads: GET stays 2, sub-op 3 -> 1.
 //! - `immutable-waiters-work`: on an immutable 16-slot hash 4 futex_wait waiters
 //!   are all woken by one wake (count 4), each returning 0; a second wake -> 0.
+//! - `immutable-vs-set-race`: rounds (`guest_tests::race`, `# rounds: N,
+//!   overlapped: M`) of SET 32 immutable against SET 64: exactly one of three
+//!   endings per round (`futex-immutable/races.rs`); without the patch the
+//!   absent behaviour once (EINVAL, then SET 64 and GET 64).
+//! - `immutable-vs-thread-create`: rounds of SET 32 immutable against clones:
+//!   SET 0, GET 32, GET_IMMUTABLE 1, SET 16 EBUSY; a clone fails only with
+//!   EBUSY and only where the clones allocate (>= 5 CPUs).
+
+#[path = "futex-immutable/races.rs"]
+mod races;
 
 use guest_tests::cases::{main as run, Case, Ctx};
 use guest_tests::expect::Expect;
@@ -231,6 +241,11 @@ const ABOUT: &str =
     "the immutable private hash of the seed patch (FH_FLAG_IMMUTABLE, GET_IMMUTABLE), or exactly its absence.";
 
 fn main() {
+    let racing = |name, run| Case {
+        name,
+        run,
+        timeout: races::rounds().timeout(),
+    };
     run(
         ABOUT,
         &[
@@ -243,6 +258,8 @@ fn main() {
             Case::new("immutable-set-0", immutable_set_0),
             Case::new("immutable-stops-growth", stops_growth),
             Case::new("immutable-waiters-work", waiters_work),
+            racing("immutable-vs-set-race", races::immutable_vs_set),
+            racing("immutable-vs-thread-create", races::immutable_vs_create),
         ],
     )
 }

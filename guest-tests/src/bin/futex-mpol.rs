@@ -47,6 +47,22 @@
 //!   waiter under PREFERRED {a} is missed by a NUMA waker on node b (0) and hit
 //!   by one on node a (1), both ways round; with `mpol=0` that pattern cannot
 //!   hold both ways (SKIP with < 2 memory nodes).
+//! - `task-policy-ignored`: a task policy (`set_mempolicy` PREFERRED, BIND,
+//!   PREFERRED_MANY {N}) and no VMA policy, the caller on another node:
+//!   NUMA|MPOL writes the caller's node, as NUMA alone does; an MPOL-only
+//!   waiter is woken by a plain private waker (1) on a private table.
+//! - `waitv-entry-nodes`: waitv of [NUMA node a, NUMA node b, NUMA|MPOL -1
+//!   under VMA PREFERRED {b}] on node a: the MPOL entry's word reads b; a
+//!   wake with the wrong node misses (0), the right one wakes (1) and waitv
+//!   returns 2, then 1.
+//! - `requeue-across-nodes`: two waiters on a NUMA word of node a,
+//!   futex_requeue to a word of node b (nr_wake 1, nr_requeue 1) returns 2,
+//!   the older wakes; the source and the target with node a wake 0, the
+//!   target with node b 1; the same by VMA policy with NUMA|MPOL {0, -1}
+//!   words (requeue 1, words a and b). All three SKIP with < 2 memory nodes.
+
+#[path = "futex-mpol/nodes.rs"]
+mod nodes;
 
 use guest_tests::cases::{self, diag, Case, Ctx};
 use guest_tests::ktap::Outcome;
@@ -614,6 +630,11 @@ fn main() {
             Case::new("mpol-only-routes-key", |c| r(mpol_only_routes_key(c))),
             Case::new("mpol-only-routes-key-cross-node", |c| {
                 r(mpol_only_routes_cross_node(c))
+            }),
+            Case::new("task-policy-ignored", |c| r(nodes::task_policy_ignored(c))),
+            Case::new("waitv-entry-nodes", |c| r(nodes::waitv_entry_nodes(c))),
+            Case::new("requeue-across-nodes", |c| {
+                r(nodes::requeue_across_nodes(c))
             }),
         ],
     );

@@ -17,7 +17,7 @@
 //! most 200 rounds or 2 s, and prints `# rounds: N, overlapped: M`
 //! (`guest_tests::race`). Each round is a fresh process.
 //!
-//! Cases (30):
+//! Cases (33):
 //! - `wait-private-resize`, `wait-global-resize`: 4 futex_wait waiters queued
 //!   on a 16-slot table survive SET 128 -> 32 (resp. SET 0): one wake wakes
 //!   exactly 4, each returns 0, a second wake wakes 0.
@@ -68,7 +68,19 @@
 //!   2-slot (resp. global) hash and the child on its own 4-slot table, a
 //!   shared futex on a MAP_SHARED page: the child's wait is woken by the
 //!   parent's wake (count exactly 1), and the parent's wait by the child's.
+//! - `clone-vm-waiter-then-thread`, `clone-vm-waiter-then-set`: a
+//!   clone(CLONE_VM) child (no CLONE_THREAD) asleep in FUTEX_WAIT_PRIVATE,
+//!   then a thread (resp. SET 32) gives the process a table: a private wake
+//!   returns 1 where the clone allocated (vm-not-vfork, any-vm) or there is
+//!   no private hash, 0 with `growth=thread` (the waiter queued in the
+//!   global hash and the first table moved nobody; SET 0 then finds it).
+//! - `io-uring-wait-allocates`: (io_uring, 7.3.4+, else SKIP naming why) a
+//!   shared io_uring FUTEX_WAIT leaves GET 0, a private one makes it 16
+//!   before it queues; after a thread a private wake returns 1 and both
+//!   completions say 0.
 
+#[path = "futex-resize/hazard.rs"]
+mod hazard;
 #[path = "futex-resize/races.rs"]
 mod races;
 
@@ -802,6 +814,12 @@ fn main() {
             Case::new("clone-vm-growth", clone_vm_growth),
             Case::new("shared-futex-private-2", shared_private),
             Case::new("shared-futex-global", shared_global),
+            Case::new(
+                "clone-vm-waiter-then-thread",
+                hazard::clone_vm_waiter_then_thread,
+            ),
+            Case::new("clone-vm-waiter-then-set", hazard::clone_vm_waiter_then_set),
+            Case::new("io-uring-wait-allocates", hazard::io_uring_wait_allocates),
         ],
     )
 }

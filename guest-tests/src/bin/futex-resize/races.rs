@@ -11,40 +11,22 @@ use guest_tests::hash::{
     self, done, ensure, ensure_res, fail, skip, want_get, want_set, Check, Parked, Res, EBUSY,
 };
 use guest_tests::ktap::Outcome;
-use guest_tests::race::{self, Call, Rounds};
-use guest_tests::sys::Errno;
+use guest_tests::race::{self, Call, Rounds, Span};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A round's process is killed after this.
 const ROUND: Duration = Duration::from_secs(20);
 
-/// The default rounds of a race case: 10, then until 10 overlapped, at
-/// most 200 rounds or 2 s (`--iterations` / `--seconds` replace it).
+/// The default rounds of a race case ([`race::set_race_rounds`]).
 pub fn rounds() -> Rounds {
-    Rounds::from_env(10, 10, 200, Duration::from_secs(2))
+    race::set_race_rounds()
 }
 
 fn why(o: Outcome) -> String {
     match o {
         Outcome::Fail(w) | Outcome::Skip(w) => w,
         Outcome::Pass => "passed".into(),
-    }
-}
-
-/// How far apart the rounds stagger the two calls: the longest call seen,
-/// so the shifts cover a whole call (50 us .. 50 ms).
-struct Span(u64);
-
-impl Span {
-    fn new() -> Span {
-        Span(1_000_000)
-    }
-
-    fn saw(&mut self, c: &Call) {
-        self.0 = self.0.max(c.took()).clamp(50_000, 50_000_000);
     }
 }
 
@@ -62,23 +44,15 @@ struct SetRound {
 /// 16-slot table (any `growth` but `none`), SET `x` there against SET `y`
 /// here, then GET and (if asked) SET 16.
 fn set_round(r: u64, span: &mut Span, x: u64, y: u64, then_16: bool) -> Result<SetRound, Outcome> {
-    let stagger = race::stagger(r, span.0);
-    let round = race::in_fresh_process(ROUND, move || {
-        let (a, b) = race::two_at_once(
-            stagger,
-            move || hash::set(x),
-            || Call::timed(|| hash::set(y)),
-        )?;
-        Ok(SetRound {
-            a,
-            b,
-            get: hash::get(),
-            set16: then_16.then(|| hash::set(16)),
-        })
-    })?;
-    span.saw(&round.a);
-    span.saw(&round.b);
-    Ok(round)
+    let (a, b, (get, set16)) = race::two_calls(
+        r,
+        span,
+        ROUND,
+        move || hash::set(x),
+        || hash::set(y),
+        || (hash::get(), then_16.then(|| hash::set(16))),
+    )?;
+    Ok(SetRound { a, b, get, set16 })
 }
 
 /// Rounds of SET `x` (a racing thread) against SET `y` (this one), then
@@ -199,73 +173,32 @@ const BURST: usize = 2000;
 /// Grace periods a round's GET waits for a replacement left pending.
 const SETTLE: u32 = 4;
 
-#[derive(Clone, Copy)]
-struct CreateRound {
-    set: Call,
-    clones: u32,
-    overlapping: u32,
-    failed: Option<(u32, Errno)>,
-    get: Res,
-    set16: Res,
-}
-
-/// One round: a fresh process with [`ALIVE`] threads; SET `slots` on one
-/// thread while this one clones threads (each exits at once) until the SET
-/// has returned; then GET (with `settle`: once a replacement left pending
-/// would have landed, [`race::settled_get`] from `want`) and SET 16.
+/// One round ([`race::set_vs_clones`]): SET `slots` against clones with
+/// [`ALIVE`] threads; then GET (with `settle`: once a replacement left
+/// pending would have landed, [`race::settled_get`] from `want`) and SET 16.
 fn create_round(
     r: u64,
     span: &mut Span,
     slots: u64,
     settle: bool,
     want: Res,
-) -> Result<CreateRound, Outcome> {
-    let stagger = race::stagger(r, span.0);
-    let round = race::in_fresh_process(ROUND, move || {
-        let parked = Parked::spawn(ALIVE - 2, Duration::from_secs(30)).map_err(why)?;
-        let set_done = Arc::new(AtomicBool::new(false));
-        let flag = set_done.clone();
-        let set = move || {
-            let r = hash::set(slots);
-            flag.store(true, Ordering::Release);
-            r
-        };
-        // At least one clone, then clones until the SET has returned.
-        let burst = || {
-            let mut calls = Vec::new();
-            loop {
-                let c: Call = race::clone_thread()?;
-                calls.push(c);
-                if c.res.is_err() || calls.len() >= BURST || set_done.load(Ordering::Acquire) {
-                    return Ok::<_, String>(calls);
-                }
-            }
-        };
-        let (set, clones) = race::two_at_once(stagger, set, burst)?;
-        let clones = clones?;
-        let failed = clones.iter().enumerate().find_map(|(i, c)| match c.res {
-            Err(e) => Some((i as u32, e)),
-            Ok(_) => None,
-        });
-        let get = if settle {
-            race::settled_get(want, SETTLE)
-        } else {
-            hash::get()
-        };
-        let set16 = hash::set(16);
-        // The parked threads die with this process.
-        drop(parked);
-        Ok(CreateRound {
-            set,
-            clones: clones.len() as u32,
-            overlapping: clones.iter().filter(|c| c.overlaps(&set)).count() as u32,
-            failed,
-            get,
-            set16,
-        })
-    })?;
-    span.saw(&round.set);
-    Ok(round)
+) -> Result<race::ClonesRound<(Res, Res)>, Outcome> {
+    race::set_vs_clones(
+        r,
+        span,
+        ROUND,
+        ALIVE,
+        BURST,
+        move || hash::set(slots),
+        || {
+            let get = if settle {
+                race::settled_get(want, SETTLE)
+            } else {
+                hash::get()
+            };
+            (get, hash::set(16))
+        },
+    )
 }
 
 fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
@@ -319,14 +252,15 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
         } else {
             "the custom table"
         };
+        let (get, set16) = o.after;
         ensure_res(
             &format!("GET after SET {slots} raced thread creation (else {what} was lost)"),
-            o.get,
+            get,
             want_get(e, slots as i64),
         )?;
         // SET 16 on it: EBUSY after SET 0; over a custom table, 0.
-        let set16 = if slots == 0 { EBUSY } else { Ok(0) };
-        ensure_res("SET 16 after the race", o.set16, want_set(e, set16))
+        let want16 = if slots == 0 { EBUSY } else { Ok(0) };
+        ensure_res("SET 16 after the race", set16, want_set(e, want16))
     });
     diag(&format!(
         "clones: {clones}, overlapping the SET: {overlapping}"
