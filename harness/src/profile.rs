@@ -197,6 +197,10 @@ pub fn cell(
         let (Some(at), Ok(line)) = (at, std::str::from_utf8(raw)) else {
             continue;
         };
+        // Past a capture's cut (vm.rs) offsets no longer match arrivals.
+        if line.starts_with("[harness: ") && line.contains(" bytes dropped here: ") {
+            break;
+        }
         let Some(marker) = without_timestamp(line.trim_end()).strip_prefix(KMSG_MARKER) else {
             continue;
         };
@@ -513,6 +517,22 @@ mod tests {
         assert_eq!(p.phase(Phase::Shutdown), ms(4100));
         let sum: Duration = p.phases.iter().map(|p| p.1).sum();
         assert_eq!(sum, clock.wall);
+    }
+
+    #[test]
+    fn markers_past_the_console_capture_cut_are_not_timed() {
+        let (bytes, at) = console(&[
+            (100, "harness: begin 1 flood"),
+            (200, "[harness: 999 bytes dropped here: output limit]"),
+            (300, "harness: end 1 flood"),
+        ]);
+        let clock = CellClock {
+            vm: ms(1000),
+            wall: ms(1000),
+            ..CellClock::default()
+        };
+        let p = cell(&clock, &bytes, &at, &results(&[150, 900]));
+        assert_eq!(p.tests[0].duration, ms(800));
     }
 
     #[test]
