@@ -13,7 +13,7 @@ use crate::suite::{SuiteError, SuiteTest};
 use crate::topology::Topology;
 use crate::vm::{Attach, Limits, LiveTap, VmError, VmRequest, WedgeWatch};
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
 /// Errors that prevent a cell from running (infrastructure, not tests).
@@ -185,10 +185,13 @@ pub async fn run_attached(
         source,
     })?;
     let tmp = private_dir("harness-cell-")?;
+    let assembly = Instant::now();
     let guest = crate::cell::bootplan::guest(spec, shares, bins)?;
     let cell_shares = guest.shares;
     let initrd = tmp.path().join("initramfs.cpio");
     guest.layout.write_file(&initrd)?;
+    let initramfs = assembly.elapsed();
+    let mut retried = Duration::ZERO;
     let dump = spec.debug.dump.map(|f| (spec.out_dir.clone(), f));
 
     let mut accel = spec.accel;
@@ -257,6 +260,7 @@ pub async fn run_attached(
             tracing::warn!("{}: {note}", spec.name);
             notes.push(note);
             accel = Accel::Tcg;
+            retried += out.elapsed;
             continue;
         }
         if let VmEnd::QemuExited { status, stderr } = &out.end {
@@ -280,6 +284,7 @@ pub async fn run_attached(
             );
             tracing::warn!("{}: {note}", spec.name);
             notes.push(note);
+            retried += out.elapsed;
             continue;
         }
         break out;
@@ -294,6 +299,14 @@ pub async fn run_attached(
         notes.push(crate::debug::dump_note(d, spec.topology.mem_mib()));
     }
     notes.extend(cell_shares.finish(&out.console));
+    let duration = started.elapsed().unwrap_or(out.elapsed);
+    let clock = crate::profile::CellClock {
+        initramfs,
+        retried,
+        vm: out.elapsed,
+        wall: duration,
+    };
+    let profile = crate::profile::cell(&clock, &out.console, &out.console_at, &out.results_at);
     Ok(CellResult {
         name: spec.name.clone(),
         kernel: spec.kernel_label.clone(),
@@ -306,10 +319,11 @@ pub async fn run_attached(
         ktap,
         console,
         console_log: Some(spec.out_dir.join("console.log")),
-        duration: started.elapsed().unwrap_or(out.elapsed),
+        duration,
         started,
         qemu_cpu: out.cpu,
         notes,
         known_failures: Vec::new(),
+        profile,
     })
 }

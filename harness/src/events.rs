@@ -176,6 +176,15 @@ impl CellOutcome {
             repeat: None,
         }
     }
+
+    /// Where the cell's time went, when it ran ([`crate::profile`]).
+    pub fn times(&self) -> Option<crate::profile::CellTimes> {
+        self.result.as_ref().map(|r| crate::profile::CellTimes {
+            cell: self.meta.name.clone(),
+            wall: self.duration,
+            profile: r.profile.clone(),
+        })
+    }
 }
 
 /// The host the run uses.

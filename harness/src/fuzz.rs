@@ -327,6 +327,7 @@ fn check_report(doc: ktap::Document, scan: ConsoleScan, input_len: usize) -> Res
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: Vec::new(),
+            profile: Default::default(),
         };
         let cases = crate::verdict::cases(&cell);
         let report = crate::junit::report("fuzz", std::slice::from_ref(&cell));

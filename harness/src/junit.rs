@@ -101,6 +101,15 @@ pub fn testsuite(cell: &CellResult, cases: &[Case]) -> TestSuite {
     for (name, value) in properties {
         suite.add_property(Property::new(name, short(&value)));
     }
+    // Where the time went (`time_boot_s`, ...; one `test_s` per binary).
+    for (phase, d) in &cell.profile.phases {
+        let name = format!("time_{}_s", phase.word().replace('-', "_"));
+        suite.add_property(Property::new(name, format!("{:.3}", d.as_secs_f64())));
+    }
+    for t in &cell.profile.tests {
+        let value = format!("{} {:.3}", t.name, t.duration.as_secs_f64());
+        suite.add_property(Property::new("test_s", short(&value)));
+    }
 
     let mut failed = false;
     for case in cases {
@@ -343,6 +352,7 @@ mod tests {
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_782_907_200),
             notes: vec![],
             known_failures: vec![],
+            profile: Default::default(),
         }
     }
 
@@ -357,6 +367,31 @@ mod tests {
             ),
             "{xml}"
         );
+    }
+
+    #[test]
+    fn the_profile_is_in_properties() {
+        use crate::profile::{CellProfile, Phase, TestTime};
+        let mut c = cell("t", b"", b"", VmEnd::Finished, &[]);
+        c.profile = CellProfile {
+            phases: vec![
+                (Phase::QemuStart, Duration::from_millis(250)),
+                (Phase::Boot, Duration::from_millis(4100)),
+            ],
+            tests: vec![TestTime {
+                number: Some(1),
+                name: "futex-wake".into(),
+                duration: Duration::from_millis(1910),
+            }],
+        };
+        let xml = report("r", &[c]).to_string().unwrap();
+        for p in [
+            r#"<property name="time_qemu_start_s" value="0.250"/>"#,
+            r#"<property name="time_boot_s" value="4.100"/>"#,
+            r#"<property name="test_s" value="futex-wake 1.910"/>"#,
+        ] {
+            assert!(xml.contains(p), "{p} in {xml}");
+        }
     }
 
     #[test]

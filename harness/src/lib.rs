@@ -28,6 +28,7 @@ pub mod ktap;
 pub mod matrix;
 pub mod planner;
 pub mod procs;
+pub mod profile;
 pub mod qemu;
 pub mod repeat;
 pub mod reporter;

@@ -427,6 +427,7 @@ mod tests {
             qemu_cpu: None,
             started: std::time::SystemTime::UNIX_EPOCH,
             known_failures: vec![],
+            profile: Default::default(),
             notes: vec![],
         }
     }

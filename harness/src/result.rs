@@ -78,6 +78,8 @@ pub struct CellResult {
     /// Things the harness did that the reader should know (KVM fell back
     /// to TCG, QMP saw a panic, ...).
     pub notes: Vec<String>,
+    /// Where the cell's time went (its last boot's phases and binaries).
+    pub profile: crate::profile::CellProfile,
 }
 
 /// A failure the matrix declares known (`known_failures:` of a suite).

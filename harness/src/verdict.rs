@@ -442,6 +442,7 @@ mod tests {
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: vec![],
+            profile: Default::default(),
         }
     }
 
@@ -729,6 +730,7 @@ mod known_failure_tests {
             started: std::time::SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: known,
+            profile: Default::default(),
         }
     }
 

@@ -21,6 +21,7 @@ pub use wedge::{WedgeWatch, WEDGE_MARGIN};
 
 use crate::debug::{DumpFormat, Dumped};
 use crate::host::Qemu;
+use crate::profile::Arrivals;
 use crate::qemu::{argv, VmSpec};
 use crate::result::VmEnd;
 use attach::{LineTap, LiveKind, Q};
@@ -130,6 +131,10 @@ pub struct VmOutput {
     pub elapsed: Duration,
     /// QEMU's CPU time (every vCPU thread), if it could be read.
     pub cpu: Option<Duration>,
+    /// When the console's bytes arrived (since QEMU was spawned).
+    pub console_at: Arrivals,
+    /// When the results stream's bytes arrived.
+    pub results_at: Arrivals,
     /// The guest memory image asked for by [`Attach::dump`]: written, or
     /// why not (`None`: none asked for, or no panic and no watchdog).
     pub dump: Option<Result<Dumped, String>>,
@@ -191,7 +196,7 @@ type OnChunk = Box<dyn FnMut(&[u8]) + Send>;
 
 /// Accepts one connection and copies it into a capture and a log file
 /// (the file is bounded like the capture). `panic_tx` is set when the
-/// console shows a panic.
+/// console shows a panic. Also says when each read arrived since `spawned`.
 async fn serial_reader(
     listener: UnixListener,
     log: tokio::fs::File,
@@ -199,10 +204,12 @@ async fn serial_reader(
     panic_tx: Option<watch::Sender<bool>>,
     mut tap: Option<LineTap>,
     mut on_chunk: Option<OnChunk>,
-) -> Vec<u8> {
+    spawned: Instant,
+) -> (Vec<u8>, Arrivals) {
     let mut cap = Capture::new(limit);
+    let mut arrivals = Arrivals::default();
     let Ok((mut stream, _)) = listener.accept().await else {
-        return cap.finish();
+        return (cap.finish(), arrivals);
     };
     let mut log = tokio::io::BufWriter::new(log);
     let mut logged = 0usize;
@@ -214,6 +221,7 @@ async fn serial_reader(
             Ok(n) => n,
         };
         let chunk = &buf[..n];
+        arrivals.record(n, spawned.elapsed());
         cap.push(chunk);
         if let Some(t) = tap.as_mut() {
             t.push(chunk);
@@ -244,7 +252,7 @@ async fn serial_reader(
     if let Some(t) = tap.as_mut() {
         t.finish();
     }
-    cap.finish()
+    (cap.finish(), arrivals)
 }
 
 /// What the harness asks of QMP.
@@ -436,6 +444,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         Some(panic_tx.clone()),
         tap(LiveLine::Console, None),
         console_feed,
+        start,
     ));
     let results_task = tokio::spawn(serial_reader(
         results_l,
@@ -444,6 +453,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         None,
         tap(LiveLine::Result, shell_l.is_some().then_some(shell_tx)),
         results_feed,
+        start,
     ));
     let bridge_stop = CancellationToken::new();
     let bridge_task = shell_l.map(|l| {
@@ -519,8 +529,8 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     }
 
     let drain = Duration::from_secs(3);
-    let console = join_or_empty(console_task, drain).await;
-    let results = join_or_empty(results_task, drain).await;
+    let (console, console_at) = join_or_empty(console_task, drain).await;
+    let (results, results_at) = join_or_empty(results_task, drain).await;
     qmp_task.abort();
     let qemu_stderr = tokio::time::timeout(drain, stderr_task)
         .await
@@ -566,6 +576,8 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         qmp_panicked,
         elapsed,
         cpu,
+        console_at,
+        results_at,
         dump,
     })
 }
@@ -579,13 +591,13 @@ async fn kill_and_reap(
     child.wait().await.ok()
 }
 
-async fn join_or_empty(task: tokio::task::JoinHandle<Vec<u8>>, limit: Duration) -> Vec<u8> {
+async fn join_or_empty<T: Default>(task: tokio::task::JoinHandle<T>, limit: Duration) -> T {
     let abort = task.abort_handle();
     match tokio::time::timeout(limit, task).await {
         Ok(Ok(v)) => v,
         _ => {
             abort.abort();
-            Vec::new()
+            T::default()
         }
     }
 }

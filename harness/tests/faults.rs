@@ -1419,6 +1419,7 @@ fn many_results_with_one_name_are_judged_in_linear_time() {
         qemu_cpu: None,
         notes: vec![],
         known_failures: vec![],
+        profile: Default::default(),
     };
     let t = Instant::now();
     let cases = harness::verdict::cases(&cell);

@@ -7,6 +7,7 @@
 
 use super::{write_atomic, ReportError, Reporter};
 use crate::events::{CellOutcome, Event, HostFacts, RunStats};
+use crate::profile::{CellProfile, CellTimes, Phase};
 use crate::verdict::CaseStatus;
 use guest_tests::bench::{BenchLine, BENCH_TAG};
 use serde_json::{json, Value};
@@ -24,6 +25,8 @@ pub struct Json {
     path: PathBuf,
     run: Value,
     cells: Vec<Value>,
+    /// The cells that ran, for the run's phases.
+    ran: Vec<CellTimes>,
 }
 
 impl Json {
@@ -33,6 +36,7 @@ impl Json {
             path: path.to_path_buf(),
             run: json!({}),
             cells: Vec::new(),
+            ran: Vec::new(),
         }
     }
 
@@ -123,6 +127,7 @@ pub fn cell_value(o: &CellOutcome) -> Value {
                 "title": bounded(&k.title, MAX_MESSAGE),
                 "excerpt": bounded(&k.excerpt, MAX_MESSAGE),
             })).collect::<Vec<_>>(),
+            "profile": profile_value(&r.profile),
         })
     });
     let facts = o.meta.facts.as_deref();
@@ -192,12 +197,39 @@ fn bench_rows(doc: &crate::ktap::Document) -> Vec<Value> {
     out
 }
 
-fn stats_value(stats: &RunStats, interrupted: bool) -> Value {
+/// A cell's phases (every one but the run's prepare) and test binaries.
+fn profile_value(p: &CellProfile) -> Value {
+    let phases: serde_json::Map<String, Value> = Phase::ALL[1..]
+        .iter()
+        .map(|&ph| (ph.word().to_string(), json!(p.phase(ph).as_secs_f64())))
+        .collect();
+    json!({
+        "phases": phases,
+        "tests": p.tests.iter().map(|t| json!({
+            "number": t.number,
+            "name": bounded(&t.name, MAX_MESSAGE),
+            "s": t.duration.as_secs_f64(),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn stats_value(stats: &RunStats, interrupted: bool, cells: &[CellTimes]) -> Value {
+    let totals = crate::profile::totals(stats.prepare, cells);
+    let phases: serde_json::Map<String, Value> = totals
+        .phases
+        .iter()
+        .map(|&(ph, d)| {
+            let v = json!({"s": d.as_secs_f64(), "share": totals.share(d)});
+            (ph.word().to_string(), v)
+        })
+        .collect();
     json!({
         "prepare_s": stats.prepare.as_secs_f64(),
         "cells_wall_s": stats.cells_wall.as_secs_f64(),
         "cells_cpu_s": stats.cells_cpu,
         "interrupted": interrupted,
+        "work_s": totals.work.as_secs_f64(),
+        "phases": phases,
     })
 }
 
@@ -218,6 +250,7 @@ impl Reporter for Json {
                 self.write()
             }
             Event::CellFinished(o) => {
+                self.ran.extend(o.times());
                 let v = cell_value(o);
                 match self.cells.get_mut(o.meta.index) {
                     Some(slot) => *slot = v,
@@ -227,7 +260,8 @@ impl Reporter for Json {
             }
             Event::RunFinished { stats, interrupted } => {
                 if let Some(run) = self.run.as_object_mut() {
-                    run.insert("stats".into(), stats_value(stats, *interrupted));
+                    let stats = stats_value(stats, *interrupted, &self.ran);
+                    run.insert("stats".into(), stats);
                 }
                 self.write()
             }
@@ -296,6 +330,9 @@ mod tests {
         assert_eq!(v["schema_version"], 1);
         assert_eq!(v["run"]["qemu_version"], "QEMU 10");
         assert_eq!(v["run"]["stats"]["interrupted"], false);
+        // Every phase, even with no cell that ran.
+        assert_eq!(v["run"]["stats"]["phases"]["boot"]["share"], 0.0);
+        assert_eq!(v["run"]["stats"]["phases"].as_object().unwrap().len(), 9);
         assert_eq!(v["cells"][0]["status"], "not-run");
         assert_eq!(v["cells"][1]["status"], "failed");
         assert_eq!(v["cells"][1]["counts"]["fail"], 1);

@@ -77,6 +77,18 @@ pub struct MatrixArgs {
     pub debian_mirror: Option<String>,
     #[command(flatten)]
     pub kcidb: KcidbArgs,
+    #[command(flatten)]
+    pub profile: ProfileArgs,
+}
+
+/// `--profile [N]` of `run` and `matrix`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProfileArgs {
+    /// After the summary, the N costliest items (cell phases and test
+    /// binaries, with their share of the run's time; README "Where the
+    /// time goes").
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "20")]
+    pub profile: Option<usize>,
 }
 
 /// `harness junit merge OUT IN...`.

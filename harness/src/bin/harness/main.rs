@@ -132,6 +132,8 @@ struct RunArgs {
     json: Option<PathBuf>,
     #[command(flatten)]
     kcidb: args::KcidbArgs,
+    #[command(flatten)]
+    profile: args::ProfileArgs,
     /// Directory for console logs, raw KTAP and QEMU's argv.
     #[arg(long, default_value = "harness-out")]
     out: PathBuf,
@@ -452,7 +454,8 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
             Shape::Cases,
             vec![format!("JUnit: {}", junit_path.display())],
         )
-        .live(args.debug.live),
+        .live(args.debug.live)
+        .profile(args.profile.profile),
     );
     // Built before the handlers: a signal during the build ends it at once.
     session.guest_bins(&mut reporters).await?;
@@ -559,6 +562,7 @@ fn host_report() -> anyhow::Result<u8> {
 }
 
 async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
+    let profile = args.profile.profile;
     let args = args.request();
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone())
@@ -571,7 +575,7 @@ async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
         harness::matrix::run::aggregate_path(&args.out).display(),
         args.out.join("cells").display()
     );
-    reporters.add(Terminal::new(Shape::Cells, vec![footer]));
+    reporters.add(Terminal::new(Shape::Cells, vec![footer]).profile(profile));
     Ok(
         match harness::matrix::cli::matrix(args, cancel, &mut reporters).await? {
             harness::matrix::cli::Done::Nothing => EXIT_OK,

@@ -34,6 +34,8 @@ pub struct Terminal {
     footer: Vec<String>,
     /// Print live console and result lines (`--live`).
     live: bool,
+    /// After the summary, the table of the N costliest items (`--profile`).
+    profile: Option<usize>,
 }
 
 impl Terminal {
@@ -48,6 +50,24 @@ impl Terminal {
             outcomes: Vec::new(),
             footer,
             live: false,
+            profile: None,
+        }
+    }
+
+    /// After the summary, prints the `top` costliest items (`--profile`).
+    pub fn profile(mut self, top: Option<usize>) -> Terminal {
+        self.profile = top;
+        self
+    }
+
+    /// Each phase's share of the run's work, and with `--profile` the
+    /// costliest items.
+    fn time(&self, prepare: std::time::Duration) {
+        let cells: Vec<_> = self.outcomes.iter().filter_map(|o| o.times()).collect();
+        println!("{}", harness::profile::totals(prepare, &cells).line());
+        if let Some(top) = self.profile {
+            let items = harness::profile::costliest(prepare, &cells, top);
+            print!("{}", harness::profile::table(&items));
         }
     }
 
@@ -221,6 +241,9 @@ impl Reporter for Terminal {
                     }
                     Shape::Cases | Shape::Steps => {}
                 }
+                if self.shape == Shape::Cells {
+                    self.time(stats.prepare);
+                }
                 for l in &self.footer {
                     println!("{l}");
                 }
@@ -233,6 +256,7 @@ impl Reporter for Terminal {
                         )
                     });
                     println!("{p} passed, {f} failed, {s} skipped");
+                    self.time(stats.prepare);
                 }
             }
         }
