@@ -434,8 +434,19 @@ impl Waiters {
 
     /// Like [`Waiters::woke`] with each waiter's own expected result.
     pub fn woke_with(&mut self, what: &str, want: &[(usize, Res)]) -> Check {
-        let awake = self.awake();
         let ids: BTreeSet<usize> = want.iter().map(|(i, _)| *i).collect();
+        // A woken waiter leaves state S only when its CPU runs the wakeup
+        // (the kernel queues remote wakeups on the target CPU's list, and
+        // an emulated vCPU may not run for a while): wait, bounded, for
+        // the expected ones; one that should not have woken fails at once.
+        let until = Instant::now() + crate::cases::scaled(Duration::from_secs(5));
+        let awake = loop {
+            let awake = self.awake();
+            if awake == ids || !awake.is_subset(&ids) || Instant::now() > until {
+                break awake;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        };
         if awake != ids {
             let asleep: Vec<usize> = (0..self.workers.len())
                 .filter(|i| !self.checked.contains(i) && !awake.contains(i))
