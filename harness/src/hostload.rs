@@ -108,7 +108,14 @@ impl CpuWatch {
     }
 }
 
-/// Host-wide busy cores, averaged between two samples.
+/// How much of the smoothed figure the newest sample is: with one sample a
+/// second, about the last five seconds count. A cell's busy phases come in
+/// bursts of a second or two (a boot, a race case); admission must follow
+/// the load a cell keeps, not each burst.
+pub const SMOOTHING: f64 = 0.3;
+
+/// Host-wide busy cores, averaged between two samples and smoothed over a
+/// few seconds ([`SMOOTHING`]).
 #[derive(Debug)]
 pub struct CpuMeter {
     last: Option<(u64, u64)>,
@@ -150,7 +157,11 @@ impl CpuMeter {
         let now = self.read();
         if let (Some((b0, t0)), Some((b1, t1))) = (self.last, now) {
             if t1 > t0 {
-                self.busy = Some(busy_cores(b1 - b0, t1 - t0, self.cores));
+                let now = busy_cores(b1 - b0, t1 - t0, self.cores);
+                self.busy = Some(match self.busy {
+                    Some(old) => old * (1.0 - SMOOTHING) + now * SMOOTHING,
+                    None => now,
+                });
             }
         }
         self.last = now;

@@ -333,8 +333,9 @@ pub fn preboot(kernel: &ResolvedKernel, topology: &Topology) -> Result<Option<St
 
 /// [`preboot`] of an image file, before anything else is done with it.
 pub fn preboot_image(image: &Path, topology: &Topology) -> Result<Option<String>, Error> {
-    crate::kernel::preboot::check(image, topology.nodes().len(), topology.cpus())
-        .map_err(Error::usage)
+    // Possible nodes: an offline one needs NUMA support as much as an online one.
+    let nodes = topology.nodes().len() + topology.offline();
+    crate::kernel::preboot::check(image, nodes, topology.cpus()).map_err(Error::usage)
 }
 
 /// A kernel that could not be resolved, with its kind: the user's fault

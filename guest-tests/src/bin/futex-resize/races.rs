@@ -217,8 +217,9 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
     // A clone that read the table before a custom SET installed its own
     // and takes the lock after it finds no pending table to compare with:
     // futex_hash_allocate() then queues its automatic one over the custom
-    // table, to land grace periods later (read from 7.3.4's code, not seen
-    // so far). Nothing replaces the global hash that way (the lock section
+    // table, to land grace periods later (read from 7.3.4's code; seen in
+    // a full tier at 2 x 9 vCPUs on 7.3.4: docs/findings.md). Nothing
+    // replaces the global hash that way (the lock section
     // answers EBUSY), so only a custom SET's rounds wait for it.
     let settle = allocates && slots != 0;
     let (mut clones, mut overlapping) = (0u64, 0u64);
