@@ -567,6 +567,30 @@ pub fn set_vs_clones<T: Copy>(
     Ok(round)
 }
 
+/// Whether the clones of a SET-vs-clone race allocate a table against the
+/// SET (`alive` threads at each clone: the automatic size above 16 needs
+/// >= 5 online CPUs), said on a diagnostic line either way.
+pub fn clones_allocate(alive: usize, private_hash: bool) -> bool {
+    let online = hash::online_cpus();
+    let auto = hash::auto_size_for(alive, online, hash::global_size());
+    let allocates = private_hash && auto > 16;
+    crate::cases::diag(&format!(
+        "{alive} threads at each clone on {online} online CPUs: automatic size {auto}, {}",
+        if allocates {
+            "so each round's first clones allocate against the SET"
+        } else {
+            "the 16 slots already there: the clones allocate nothing (>= 5 CPUs needed)"
+        }
+    ));
+    allocates
+}
+
+/// The `# outcomes: A: n; B: m` line of a race that counts its endings.
+pub fn report_outcomes(outcomes: &std::collections::BTreeMap<String, u64>) {
+    let counts: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}: {n}")).collect();
+    crate::cases::diag(&format!("outcomes: {}", counts.join("; ")));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,8 +94,7 @@ pub fn immutable_vs_set(ctx: &Ctx) -> Outcome {
             )
         })
     });
-    let counts: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}: {n}")).collect();
-    diag(&format!("outcomes: {}", counts.join("; ")));
+    race::report_outcomes(&outcomes);
     done(t.map(|_| ()))
 }
 
@@ -112,17 +111,7 @@ pub fn immutable_vs_create(ctx: &Ctx) -> Outcome {
     if !e.immutable {
         return done(absent(e));
     }
-    let online = hash::online_cpus();
-    let auto = hash::auto_size_for(ALIVE, online, hash::global_size());
-    let allocates = auto > 16;
-    diag(&format!(
-        "{ALIVE} threads at each clone on {online} online CPUs: automatic size {auto}, {}",
-        if allocates {
-            "so each round's first clones allocate against the SET"
-        } else {
-            "the 16 slots already there: the clones allocate nothing (>= 5 CPUs needed)"
-        }
-    ));
+    let allocates = race::clones_allocate(ALIVE, true);
     let (mut clones, mut overlapping, mut ebusy) = (0u64, 0u64, 0u64);
     let mut span = Span::new();
     let t = race::run(&rounds(), |r, overlapped| {

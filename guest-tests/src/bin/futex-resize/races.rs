@@ -73,8 +73,7 @@ fn set_race(x: u64, y: u64, then_16: bool, check: impl Fn(&SetRound) -> Check) -
         *outcomes.entry(seen).or_default() += 1;
         check(&o)
     });
-    let counts: Vec<String> = outcomes.iter().map(|(o, n)| format!("{o}: {n}")).collect();
-    diag(&format!("outcomes: {}", counts.join("; ")));
+    race::report_outcomes(&outcomes);
     done(t.map(|_| ()))
 }
 
@@ -203,17 +202,7 @@ fn create_round(
 
 fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
     let e = &ctx.expect;
-    let online = hash::online_cpus();
-    let auto = hash::auto_size_for(ALIVE, online, hash::global_size());
-    let allocates = e.private_hash && auto > 16;
-    diag(&format!(
-        "{ALIVE} threads at each clone on {online} online CPUs: automatic size {auto}, {}",
-        if allocates {
-            "so each round's first clones allocate against the SET"
-        } else {
-            "the 16 slots already there: the clones allocate nothing (>= 5 CPUs needed)"
-        }
-    ));
+    let allocates = race::clones_allocate(ALIVE, e.private_hash);
     // A clone that read the table before a custom SET installed its own
     // and takes the lock after it finds no pending table to compare with:
     // futex_hash_allocate() then queues its automatic one over the custom
