@@ -239,3 +239,23 @@ fn a_path_kernel_lacking_guest_options_is_refused_before_boot() {
     assert_eq!(code, Some(69), "{err}");
     assert!(err.contains("qemu-system-x86_64 not found"), "{err}");
 }
+
+#[test]
+fn help_names_the_scheduler_and_profile_options() {
+    let help = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(args)
+            .output()
+            .expect("harness runs");
+        assert!(o.status.success(), "{args:?}: {:?}", o.status);
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let matrix = help(&["matrix", "--help"]);
+    for want in ["auto|vcpus|N", "--costs <FILE>", "--profile"] {
+        assert!(
+            matrix.contains(want),
+            "matrix --help lacks {want:?}:\n{matrix}"
+        );
+    }
+    assert!(help(&["run", "--help"]).contains("--profile"));
+}
