@@ -31,7 +31,18 @@ pub fn argv(
         qemu::accel_args(accel),
         qemu::smp_mem_args(topology),
         qemu::numa_args(topology),
-        qemu::kernel_args(kernel, initrd, &qemu::kernel_cmdline(&[])),
+        // The same clock word as a cell: the ratio measures the harness,
+        // not the guest's clocksource.
+        qemu::kernel_args(
+            kernel,
+            initrd,
+            &qemu::kernel_cmdline(
+                &qemu::tcg_clock_cmdline(accel)
+                    .map(String::from)
+                    .into_iter()
+                    .collect::<Vec<_>>(),
+            ),
+        ),
         vec![
             "-serial".into(),
             serial(console),

@@ -76,7 +76,15 @@ pub fn vm_spec(
     shares: Vec<FsDevice>,
 ) -> VmSpec {
     let sock = |what: &str| dir.join(format!("{what}-{attempt}.sock"));
-    let mut cmdline = crate::debug::cmdline_words(&spec.debug);
+    // Under TCG, the delay-loop constant an earlier boot of this image
+    // printed: the secondary CPUs then skip calibrating (kernel::lpj).
+    let mut cmdline: Vec<String> = (accel == Accel::Tcg)
+        .then(|| crate::kernel::lpj::known(&spec.kernel_image))
+        .flatten()
+        .map(|n| format!("lpj={n}"))
+        .into_iter()
+        .collect();
+    cmdline.extend(crate::debug::cmdline_words(&spec.debug));
     cmdline.extend(spec.cmdline_extra.iter().cloned());
     VmSpec {
         accel,
@@ -262,7 +270,7 @@ mod tests {
             "kernel: debian:7.3.4 (/cache/vmlinuz)\n",
             "  exec-1: /bin/sh -c 'grep -c processor /proc/cpuinfo' (timeout 120 s)\n",
             "  /init (from /g/guest-init)\n  /harness/plan.json (10 bytes)\n",
-            "random.trust_cpu=on panic=0 quiet\n",
+            "random.trust_cpu=on tsc=reliable panic=0 quiet\n",
             "qemu: /usr/bin/qemu-system-x86_64 -nodefaults",
             "path=<cell-temp-dir>/console-1.sock",
             "-device pvpanic -d guest_errors\n",
