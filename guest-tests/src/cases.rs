@@ -13,7 +13,7 @@ use crate::expect::{Expect, Growth, KEYS};
 use crate::ktap::{Ktap, Outcome};
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a case gets: the expectations for the kernel under test.
 pub struct Ctx {
@@ -227,19 +227,25 @@ fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcom
         while matches!(stdout.read(&mut sink), Ok(n) if n > 0) {}
         buf
     });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(st)) => break Some(st),
-            Ok(None) if start.elapsed() > scaled(c.timeout) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            Err(_) => break None,
+    // Wait for the exit itself (a poll every few ms cost ~0.5 s a cell
+    // under TCG): a thread reaps, and the timeout kills by pid, which stays
+    // the child's until the thread has reaped it.
+    let pid = child.id() as libc::pid_t;
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reaper = std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(scaled(c.timeout)) {
+        Ok(Ok(st)) => Some(st),
+        Ok(Err(_)) => None,
+        Err(_) => {
+            // SAFETY: kill(2) on our own unreaped child; no memory involved.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = rx.recv();
+            None
         }
     };
+    let _ = reaper.join();
     let out = reader.join().unwrap_or_default();
     let text = String::from_utf8_lossy(&out);
     let mut result = None;

@@ -86,11 +86,22 @@ fn gettid() -> u32 {
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
 }
 
-/// Waits until some thread is blocked on `word` (its value unchanged and
-/// a wake would find it): polls FUTEX_WAKE with nr 0 is useless, so poll
-/// a short while and rely on the waiter's own retry.
-fn settle() {
-    std::thread::sleep(Duration::from_millis(100));
+/// The pause before each try of an operation that succeeds once another
+/// thread is queued on a futex (a wake that finds it, a requeue that moves
+/// it): a try too early finds nobody and changes nothing, so try soon and
+/// back off, 1, 2, 4 ... ms up to 100 ms (a fixed 100 ms before every try
+/// cost about a second a cell, the waiter being queued within a few ms).
+struct Settle(u32);
+
+impl Settle {
+    fn new() -> Settle {
+        Settle(0)
+    }
+
+    fn pause(&mut self) {
+        std::thread::sleep(Duration::from_millis((1u64 << self.0.min(7)).min(100)));
+        self.0 += 1;
+    }
 }
 
 /// A leaked, 'static futex word (threads outlive closures).
@@ -117,8 +128,9 @@ fn wait_wake(op_flags: i32, w: &'static AtomicU32) -> R {
         )
     });
     let start = Instant::now();
+    let mut settle = Settle::new();
     loop {
-        settle();
+        settle.pause();
         if futex(p(w), FUTEX_WAKE | op_flags, 1, 0, std::ptr::null(), 0) == Ok(1) {
             break;
         }
@@ -153,9 +165,10 @@ fn shared_fork(m: *mut u32) -> R {
         unsafe { libc::_exit(code) };
     }
     let start = Instant::now();
+    let mut settle = Settle::new();
     let mut woke = false;
     while start.elapsed() < Duration::from_secs(8) {
-        settle();
+        settle.pause();
         if futex(m, FUTEX_WAKE, 1, 0, std::ptr::null(), 0) == Ok(1) {
             woke = true;
             break;
@@ -251,8 +264,9 @@ fn wait_private_mapped_file(_: &Ctx) -> R {
         )
     });
     let start = Instant::now();
+    let mut settle = Settle::new();
     loop {
-        settle();
+        settle.pause();
         if futex(
             m as *const u32,
             FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
@@ -489,9 +503,10 @@ fn waitv_shared(_: &Ctx) -> R {
         unsafe { libc::_exit(code) };
     }
     let start = Instant::now();
+    let mut settle = Settle::new();
     let mut woke = false;
     while start.elapsed() < Duration::from_secs(8) {
-        settle();
+        settle.pause();
         if sys::futex_wake(m, sys::FUTEX_BITSET_MATCH_ANY, 1, sys::FUTEX2_SIZE_U32) == Ok(1) {
             woke = true;
             break;
@@ -535,9 +550,10 @@ fn requeue(n: usize) -> R {
         .collect();
     // Requeue everything from f1 to f2 (waking none) until all n moved.
     let start = Instant::now();
+    let mut settle = Settle::new();
     let mut moved = 0;
     while moved < n as i64 && start.elapsed() < Duration::from_secs(10) {
-        settle();
+        settle.pause();
         moved += futex(
             p(f1),
             FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG,
@@ -668,8 +684,9 @@ fn requeue_pi_wakes_owner(_: &Ctx) -> R {
         (r, owner, me)
     });
     let start = Instant::now();
+    let mut settle = Settle::new();
     loop {
-        settle();
+        settle.pause();
         // nr_wake must be 1 for requeue-PI; val2 (nr_requeue) in the timeout slot.
         match futex(
             p(f1),
@@ -720,9 +737,10 @@ fn requeue_pi_mismatched_ops(_: &Ctx) -> R {
         )
     });
     let start = Instant::now();
+    let mut settle = Settle::new();
     let mut res = Ok(0);
     while start.elapsed() < Duration::from_secs(3) {
-        settle();
+        settle.pause();
         res = futex(
             p(f1),
             FUTEX_CMP_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
@@ -810,7 +828,8 @@ fn requeue_pi_signal_restart(_: &Ctx) -> R {
         std::thread::yield_now();
     }
     for _ in 0..5 {
-        settle();
+        // A signal every 100 ms while it waits (5 in all).
+        std::thread::sleep(Duration::from_millis(100));
         // SAFETY: a live thread of this process.
         unsafe {
             libc::syscall(
@@ -822,8 +841,9 @@ fn requeue_pi_signal_restart(_: &Ctx) -> R {
         };
     }
     let start = Instant::now();
+    let mut settle = Settle::new();
     loop {
-        settle();
+        settle.pause();
         match futex(
             p(f1),
             FUTEX_CMP_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
