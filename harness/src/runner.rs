@@ -226,11 +226,15 @@ pub async fn run(
         };
         crate::schedule::Need::new(vcpus, mem, p.demand, p.exclusive, opts.budget.cores)
     };
+    let seconds = |i: usize| opts.placement.get(i).and_then(|p| p.seconds);
     loop {
         while !stop && !cancel.is_cancelled() {
             // A cell that failed planning needs nothing: it is reported at once.
-            let fit = pending.iter().position(|&i| {
-                matches!(cells[i], PlannedCell::Failed { .. }) || sched.admits(&need(i))
+            // The first waiting cell, else one that ends before it could
+            // be delayed (Scheduler::backfills).
+            let fit = pending.iter().enumerate().position(|(k, &i)| {
+                matches!(cells[i], PlannedCell::Failed { .. })
+                    || ((k == 0 || sched.backfills(seconds(i))) && sched.admits(&need(i)))
             });
             let Some(pos) = fit else { break };
             let Some(i) = pending.remove(pos) else { break };
@@ -245,7 +249,7 @@ pub async fn run(
                 }
                 PlannedCell::Ready(r) => r.clone(),
             };
-            sched.start(i, need(i));
+            sched.start(i, need(i), seconds(i));
             reporters.send(&Event::CellStarted {
                 index: i,
                 name: ready.meta.name.clone(),

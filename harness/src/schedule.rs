@@ -19,7 +19,7 @@
 //! cell bigger than the budget runs alone).
 
 use crate::hostload::CpuMeter;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Host memory a QEMU needs beyond the guest's (TCG code buffer, devices).
 pub const QEMU_OVERHEAD_MIB: u64 = 256;
@@ -82,6 +82,9 @@ pub struct Placement {
     pub demand: Option<f64>,
     /// `exclusive: true` in the matrix.
     pub exclusive: bool,
+    /// Expected wall seconds (learned, else the declared cost scaled):
+    /// what decides whether the cell may start ahead of a blocked one.
+    pub seconds: Option<f64>,
 }
 
 impl Need {
@@ -199,8 +202,16 @@ impl Budget {
 #[derive(Debug)]
 pub struct Scheduler {
     budget: Budget,
-    running: Vec<(usize, Need)>,
+    running: Vec<Running>,
     meter: Option<CpuMeter>,
+}
+
+#[derive(Debug)]
+struct Running {
+    index: usize,
+    need: Need,
+    since: Instant,
+    seconds: Option<f64>,
 }
 
 impl Scheduler {
@@ -217,18 +228,41 @@ impl Scheduler {
     /// Whether `need` may start now.
     pub fn admits(&mut self, need: &Need) -> bool {
         let busy = self.meter.as_mut().and_then(|m| m.sample(TICK));
-        let running: Vec<Need> = self.running.iter().map(|(_, n)| *n).collect();
+        let running: Vec<Need> = self.running.iter().map(|r| r.need).collect();
         self.budget.fits(&running, busy, need)
     }
 
-    /// Cell `index` started.
-    pub fn start(&mut self, index: usize, need: Need) {
-        self.running.push((index, need));
+    /// Whether a cell expected to take `seconds` may start ahead of the
+    /// first waiting cell, which does not fit: only when it is expected to
+    /// end before any running cell does, so that it never delays the
+    /// waiting one (the longest-first order then holds: left to whatever
+    /// fits, the big cells were starved by small ones and ran last, with
+    /// little beside them). Unknown durations never jump the queue.
+    pub fn backfills(&self, seconds: Option<f64>) -> bool {
+        let horizon = self
+            .running
+            .iter()
+            .filter_map(|r| {
+                r.seconds
+                    .map(|s| (s - r.since.elapsed().as_secs_f64()).max(0.0))
+            })
+            .min_by(f64::total_cmp);
+        matches!((seconds, horizon), (Some(s), Some(h)) if s <= h)
+    }
+
+    /// Cell `index` started; it is expected to take `seconds`.
+    pub fn start(&mut self, index: usize, need: Need, seconds: Option<f64>) {
+        self.running.push(Running {
+            index,
+            need,
+            since: Instant::now(),
+            seconds,
+        });
     }
 
     /// Cell `index` ended.
     pub fn finish(&mut self, index: usize) {
-        self.running.retain(|(i, _)| *i != index);
+        self.running.retain(|r| r.index != index);
     }
 
     /// How long to wait for a cell to end before asking again (`None`:
@@ -351,14 +385,35 @@ mod tests {
         let mut s = Scheduler::new(budget(Admission::Measured));
         assert_eq!(s.recheck(), None, "nothing runs");
         assert!(s.admits(&need(2, Some(0.1))));
-        s.start(3, need(2, Some(0.1)));
+        s.start(3, need(2, Some(0.1)), None);
         assert_eq!(s.recheck(), Some(TICK));
-        s.start(4, need(2, Some(1.5)));
+        s.start(4, need(2, Some(1.5)), None);
         assert!(!s.admits(&need(2, Some(0.6))), "1.6 + 0.6 cores on 2");
         s.finish(3);
         s.finish(4);
         assert!(s.admits(&need(9, None)));
         let s = Scheduler::new(budget(Admission::Count(2)));
         assert_eq!(s.recheck(), None);
+    }
+
+    #[test]
+    fn only_cells_that_end_before_every_running_one_jump_the_queue() {
+        let mut s = Scheduler::new(budget(Admission::Count(4)));
+        assert!(!s.backfills(Some(1.0)), "nothing runs: no horizon");
+        s.start(0, need(2, None), Some(100.0));
+        s.start(1, need(2, None), Some(30.0));
+        assert!(s.backfills(Some(20.0)));
+        assert!(!s.backfills(Some(40.0)), "would outlast cell 1");
+        assert!(!s.backfills(None), "unknown duration");
+        s.start(2, need(2, None), None);
+        assert!(
+            s.backfills(Some(20.0)),
+            "an unknown running cell adds no horizon"
+        );
+        s.finish(1);
+        assert!(s.backfills(Some(40.0)));
+        // A cell past its estimate leaves no room.
+        s.start(3, need(2, None), Some(0.0));
+        assert!(!s.backfills(Some(0.5)));
     }
 }

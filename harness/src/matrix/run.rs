@@ -211,16 +211,25 @@ pub async fn run(
             Err(error) => planned.push(PlannedCell::Failed { meta, error }),
         }
     }
-    // Longest first (a long cell started last would end the run late):
-    // learned seconds, else the declared cost scaled to them.
+    // Cells that run alone first (nothing to wait for then), then longest
+    // first (a long cell started last would end the run late): learned
+    // seconds, else the declared cost scaled to them.
     let est = super::plan::estimates(m, cells, &opts.costs);
+    let alone = |i: usize| m.suites[m.cells[cells[i]].suite].exclusive;
     let mut order: Vec<usize> = (0..cells.len()).collect();
-    order.sort_by(|&a, &b| est[b].total_cmp(&est[a]).then(a.cmp(&b)));
+    order.sort_by(|&a, &b| {
+        alone(b)
+            .cmp(&alone(a))
+            .then(est[b].total_cmp(&est[a]))
+            .then(a.cmp(&b))
+    });
     let placement = cells
         .iter()
-        .map(|&c| crate::schedule::Placement {
+        .zip(&est)
+        .map(|(&c, &seconds)| crate::schedule::Placement {
             demand: opts.costs.get(&m.cells[c].name).and_then(|k| k.demand()),
             exclusive: m.suites[m.cells[c].suite].exclusive,
+            seconds: Some(seconds),
         })
         .collect();
     let run_opts = RunOptions {
