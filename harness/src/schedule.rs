@@ -29,10 +29,17 @@ pub const QEMU_OVERHEAD_MIB: u64 = 256;
 /// 2-vCPU futex or smoke cell keeps 0.9-1.0 cores busy on average).
 pub const DEFAULT_DEMAND_PER_VCPU: f64 = 0.5;
 
-/// How much the measured rule may overcommit the cores (demands are
-/// averages: a little overlap of two cells' busy phases costs nothing,
-/// a lot makes guests late).
-pub const OVERCOMMIT: f64 = 1.05;
+/// How much the measured rule may overcommit the cores. Demands are
+/// averages over a cell's life, and its busy phases (boot, race loops)
+/// rarely line up with another's, so the sum may exceed the cores; too
+/// much makes vCPUs spin on descheduled siblings (more CPU for the same
+/// work). Measured on the default matrix, 2 cores: at 1.05 the cells kept
+/// 1.44 cores busy (2.2 cells running on average); see docs/matrix.md.
+pub const OVERCOMMIT: f64 = 1.35;
+
+/// At most this many cells per host core run at once (each has a busy
+/// vCPU while it boots).
+pub const CELLS_PER_CORE: usize = 3;
 
 /// How often the measured rule looks at the host again while cells run.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -184,9 +191,7 @@ impl Budget {
                 if cell.exclusive || running.iter().any(|n| n.exclusive) {
                     return false;
                 }
-                // Each cell has a busy vCPU while it boots: more than two
-                // per core would boot slower than they wait.
-                if running.len() >= 2 * self.cores as usize {
+                if running.len() >= CELLS_PER_CORE * self.cores as usize {
                     return false;
                 }
                 let learned: f64 = running.iter().map(|n| n.demand).sum();
@@ -327,12 +332,14 @@ mod tests {
         assert!(!b.fits(&[busy], Some(1.6), &busy));
         // The host measured busier than the cells' average (a burst, or
         // another program): wait.
-        assert!(!b.fits(&[idle], Some(1.9), &idle));
+        assert!(!b.fits(&[idle], Some(2.5), &idle));
         // The measurement lagging behind a start: the learned sum decides.
-        assert!(!b.fits(&[busy], Some(0.1), &need(2, Some(1.0))));
-        // Never more than two cells per core.
-        assert!(b.fits(&[idle, idle, idle], Some(0.9), &need(2, Some(0.1))));
-        assert!(!b.fits(&[idle; 4], Some(0.2), &need(2, Some(0.01))));
+        assert!(!b.fits(&[busy], Some(0.1), &need(2, Some(1.2))));
+        // Averages may overcommit the cores a little (2 x 1.35 here).
+        assert!(b.fits(&[busy], Some(1.6), &need(2, Some(1.0))));
+        // Never more than three cells per core.
+        assert!(b.fits(&[idle; 5], Some(0.9), &need(2, Some(0.01))));
+        assert!(!b.fits(&[idle; 6], Some(0.2), &need(2, Some(0.01))));
         // Nothing measured: the learned demand alone.
         assert!(b.fits(&[idle], None, &idle));
         // Two unknown 2-vCPU cells (1.0 each) fit on 2 cores; an unknown
@@ -388,7 +395,10 @@ mod tests {
         s.start(3, need(2, Some(0.1)), None);
         assert_eq!(s.recheck(), Some(TICK));
         s.start(4, need(2, Some(1.5)), None);
-        assert!(!s.admits(&need(2, Some(0.6))), "1.6 + 0.6 cores on 2");
+        assert!(
+            !s.admits(&need(2, Some(1.2))),
+            "1.6 + 1.2 cores on 2 x 1.35"
+        );
         s.finish(3);
         s.finish(4);
         assert!(s.admits(&need(9, None)));

@@ -31,17 +31,12 @@ pub fn argv(
         qemu::accel_args(accel),
         qemu::smp_mem_args(topology),
         qemu::numa_args(topology),
-        // The same clock word as a cell: the ratio measures the harness,
-        // not the guest's clocksource.
+        // The same boot words as a cell (clocksource, learned lpj): the
+        // ratio measures the harness, not the guest's boot.
         qemu::kernel_args(
             kernel,
             initrd,
-            &qemu::kernel_cmdline(
-                &qemu::tcg_clock_cmdline(accel)
-                    .map(String::from)
-                    .into_iter()
-                    .collect::<Vec<_>>(),
-            ),
+            &qemu::kernel_cmdline(&boot_words(accel, kernel)),
         ),
         vec![
             "-serial".into(),
@@ -52,6 +47,18 @@ pub fn argv(
         qemu::device_args(),
     ]
     .concat()
+}
+
+/// The words of ours a cell's kernel command line has under `accel`
+/// before any debugging or user word.
+fn boot_words(accel: Accel, kernel: &Path) -> Vec<String> {
+    let lpj = (accel == Accel::Tcg)
+        .then(|| crate::kernel::lpj::known(kernel))
+        .flatten()
+        .map(|n| format!("lpj={n}"));
+    lpj.into_iter()
+        .chain(qemu::tcg_clock_cmdline(accel).map(String::from))
+        .collect()
 }
 
 /// Writes `dir/initramfs.cpio` (the cell's plan and binaries) and
