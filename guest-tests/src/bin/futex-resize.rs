@@ -105,6 +105,12 @@ const WAIT_MS: u64 = 10_000;
 const PI_WAIT_MS: u64 = 40_000;
 const JOIN: Duration = Duration::from_secs(15);
 const BLOCK: Duration = Duration::from_secs(5);
+/// How long a PI waiter may take to be seen asleep: it spins (state R)
+/// while the lock owner's vCPU runs, and a guest cannot tell a vCPU the
+/// host descheduled from one that runs; on a loaded host (a full matrix,
+/// 4 x 1 vCPUs beside other cells on 2 cores) one took more than 5 s to
+/// reach state S. Only a bound: the wait ends as soon as it sleeps.
+const PI_BLOCK: Duration = Duration::from_secs(20);
 
 // ------------------------------------------------------- waiter scenarios
 
@@ -305,7 +311,7 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
     if let Err(o) = hash::wait_blocked(
         &hash::tids(&ws)?,
         libc::SYS_futex,
-        BLOCK,
+        PI_BLOCK,
         hash::thread_state,
     ) {
         // Say what a waiter that never blocked got from LOCK_PI (the

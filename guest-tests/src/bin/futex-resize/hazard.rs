@@ -18,30 +18,42 @@ use guest_tests::sys::{self, io_uring, Errno};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-/// The clone(CLONE_VM) child's FUTEX_WAIT timeout.
-const CHILD_WAIT: libc::timespec = libc::timespec {
-    tv_sec: 10,
-    tv_nsec: 0,
-};
+/// The clone(CLONE_VM) child's FUTEX_WAIT timeout (scaled): a guard only.
+/// The test wakes the child, or kills it once both wakes missed it; a
+/// fixed 10 s ran out under a loaded host (the debug kernel at 2 x 4
+/// vCPUs beside other cells) before the wake, which then looked like a
+/// lost waiter.
+const CHILD_WAIT: Duration = Duration::from_secs(60);
+
+/// What the clone(CLONE_VM) child gets: the word and its timeout (read
+/// by the child from the parent's memory, which it shares).
+#[repr(C)]
+struct ChildArg {
+    word: *const AtomicU32,
+    timeout: libc::timespec,
+}
 
 /// Exit codes of the clone(CLONE_VM) child.
 const WOKEN: i32 = 0;
 const TIMED_OUT: i32 = 2;
 
 extern "C" fn clone_vm_waiter(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: the parent's live ChildArg (it reaps this child before
+    // dropping it).
+    let arg = unsafe { &*(arg as *const ChildArg) };
     // A raw syscall instruction, not libc: this task shares the parent's
     // memory and thread pointer, so libc's errno would be the parent's.
     let r: i64;
-    // SAFETY: FUTEX_WAIT_PRIVATE on the parent's live word (it reaps this
-    // child before dropping it) with a constant relative timeout.
+    // SAFETY: FUTEX_WAIT_PRIVATE on the parent's live word with its live
+    // relative timeout.
     unsafe {
         std::arch::asm!(
             "syscall",
             inlateout("rax") libc::SYS_futex => r,
-            in("rdi") arg,
+            in("rdi") arg.word,
             in("rsi") (legacy::WAIT | legacy::PRIVATE) as i64,
             in("rdx") 0i64,
-            in("r10") &CHILD_WAIT as *const libc::timespec,
+            in("r10") &arg.timeout as *const libc::timespec,
             in("r8") 0i64,
             in("r9") 0i64,
             lateout("rcx") _,
@@ -60,6 +72,7 @@ extern "C" fn clone_vm_waiter(arg: *mut libc::c_void) -> libc::c_int {
 struct CloneVmWaiter {
     pid: i32,
     _stack: Vec<u8>,
+    _arg: Box<ChildArg>,
 }
 
 impl CloneVmWaiter {
@@ -68,14 +81,23 @@ impl CloneVmWaiter {
         // SAFETY: the end of the vec, 16-byte aligned, is a valid stack top.
         let top = unsafe { stack.as_mut_ptr().add(stack.len()) };
         let top = (top as usize & !15) as *mut libc::c_void;
-        // SAFETY: clone_vm_waiter makes raw syscalls only; `stack` and `word`
-        // outlive the child (reap() waits for it before either is dropped).
+        let wait = guest_tests::cases::scaled(CHILD_WAIT);
+        let arg = Box::new(ChildArg {
+            word,
+            timeout: libc::timespec {
+                tv_sec: wait.as_secs() as libc::time_t,
+                tv_nsec: 0,
+            },
+        });
+        // SAFETY: clone_vm_waiter makes raw syscalls only; `stack`, `arg`
+        // and `word` outlive the child (reap() waits for it before any is
+        // dropped).
         let pid = unsafe {
             libc::clone(
                 clone_vm_waiter,
                 top,
                 libc::CLONE_VM | libc::SIGCHLD,
-                word as *const AtomicU32 as *mut libc::c_void,
+                &*arg as *const ChildArg as *mut libc::c_void,
             )
         };
         if pid < 0 {
@@ -84,7 +106,11 @@ impl CloneVmWaiter {
                 std::io::Error::last_os_error()
             )));
         }
-        let w = CloneVmWaiter { pid, _stack: stack };
+        let w = CloneVmWaiter {
+            pid,
+            _stack: stack,
+            _arg: arg,
+        };
         if let Err(o) = hash::wait_blocked(
             &[pid],
             libc::SYS_futex,
@@ -103,6 +129,13 @@ impl CloneVmWaiter {
     /// Waits for the child; its exit code ([`WOKEN`] or [`TIMED_OUT`]).
     fn reap(self) -> Result<i32, Outcome> {
         hash::wait_child(self.pid, Duration::from_secs(15))
+    }
+
+    /// Kills the child (no wake found it) and reaps it.
+    fn kill(self) {
+        // SAFETY: our own unreaped child.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        let _ = self.reap();
     }
 }
 
@@ -149,6 +182,7 @@ fn clone_vm_waiter_then(
         hash::show(&woke)
     ));
     let lost = woke == Ok(0);
+    let mut found = !lost;
     if lost {
         // Found where it queued: SET 0 makes every private key global.
         let set0 = hash::set(0);
@@ -158,6 +192,15 @@ fn clone_vm_waiter_then(
             hash::show(&set0),
             hash::show(&again)
         ));
+        found = again == Ok(1);
+    }
+    if !found {
+        // Neither wake found it: do not wait out its guard.
+        child.kill();
+        return Err(fail(format!(
+            "neither FUTEX_WAKE_PRIVATE after {what} ({}) nor one after SET 0 found the clone(CLONE_VM) child asleep on its word: the waiter was lost",
+            hash::show(&woke)
+        )));
     }
     let code = child.reap()?;
     ensure_res(
