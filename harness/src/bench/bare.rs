@@ -31,10 +31,10 @@ pub fn argv(
         qemu::accel_args(accel),
         qemu::smp_mem_args(topology),
         qemu::numa_args(topology),
-        // The same boot words as a cell (clocksource, learned lpj): the
-        // ratio measures the harness, not the guest's boot.
+        // The same image (PVH ELF) and boot words (clocksource, learned
+        // lpj) as a cell: the ratio measures the harness, not the boot.
         qemu::kernel_args(
-            kernel,
+            &crate::kernel::pvh::boot_image(kernel),
             initrd,
             &qemu::kernel_cmdline(&boot_words(accel, kernel)),
         ),

@@ -89,7 +89,8 @@ pub fn vm_spec(
     VmSpec {
         accel,
         topology: spec.topology.clone(),
-        kernel: spec.kernel_image.clone(),
+        // Its PVH ELF where it has one: no decompression in the guest.
+        kernel: crate::kernel::pvh::boot_image(&spec.kernel_image),
         initrd: initrd.to_path_buf(),
         cmdline_extra: cmdline,
         console_socket: sock("console"),

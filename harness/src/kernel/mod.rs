@@ -12,6 +12,7 @@ pub mod lpj;
 pub mod modules;
 pub mod patch;
 pub mod preboot;
+pub mod pvh;
 pub mod source;
 pub mod spec;
 pub mod tree;
