@@ -37,6 +37,7 @@ pub mod runner;
 pub mod schedule;
 pub mod setup;
 pub mod share;
+pub mod shared_boot;
 pub mod signals;
 pub mod suite;
 pub mod topology;

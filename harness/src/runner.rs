@@ -13,6 +13,7 @@ use crate::events::{CellOutcome, CellStatus, Event, RunStats};
 use crate::planner::{keep_case, PlannedCell, ReadyCell, Session};
 use crate::reporter::Reporters;
 use crate::result::CellResult;
+use crate::shared_boot::BootGroup;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
@@ -32,6 +33,9 @@ pub struct RunOptions {
     pub prepare: Duration,
     /// Per cell (by index): learned demand, exclusive (default: neither).
     pub placement: Vec<crate::schedule::Placement>,
+    /// Cells whose VM would be the same boot once together
+    /// ([`crate::shared_boot`]).
+    pub share_boots: bool,
 }
 
 impl RunOptions {
@@ -43,6 +47,7 @@ impl RunOptions {
             order: None,
             prepare,
             placement: Vec::new(),
+            share_boots: false,
         }
     }
 }
@@ -187,6 +192,59 @@ fn with_dump_notes(
     cases
 }
 
+/// What one boot ran: a cell, or a group's host and riders
+/// ([`crate::shared_boot`]).
+struct Booted {
+    host: ReadyCell,
+    riders: Vec<ReadyCell>,
+}
+
+impl Booted {
+    /// Each member's outcome, riders first: a group's one result is cut
+    /// into one per member, and the riders' directories link to the
+    /// host's logs.
+    fn outcomes(&self, boots: Boots) -> Vec<CellOutcome> {
+        let results = match boots {
+            Err(e) => {
+                return self
+                    .riders
+                    .iter()
+                    .chain([&self.host])
+                    .map(|c| {
+                        CellOutcome::without_result(c.meta.clone(), CellStatus::Error(e.clone()))
+                    })
+                    .collect()
+            }
+            Ok(results) if self.riders.is_empty() => return vec![judge_runs(&self.host, results)],
+            Ok(results) => results,
+        };
+        let Some(result) = results.last() else {
+            return vec![judge_runs(&self.host, results)];
+        };
+        let refs: Vec<&ReadyCell> = self.riders.iter().collect();
+        let parts = crate::shared_boot::split(result, &self.host, &refs);
+        refs.into_iter()
+            .chain([&self.host])
+            .zip(parts)
+            .map(|(cell, part)| {
+                let mut o = judge_runs(cell, vec![part]);
+                if cell.meta.index != self.host.meta.index {
+                    if let Err(e) = crate::shared_boot::link_logs(
+                        &cell.spec.out_dir,
+                        &self.host.spec.out_dir,
+                        &self.host.meta.name,
+                    ) {
+                        if let Some(r) = o.result.as_mut() {
+                            r.notes.push(format!("could not link the boot's logs: {e}"));
+                        }
+                    }
+                }
+                o
+            })
+            .collect()
+    }
+}
+
 /// Runs `cells` (their `meta.index` is their position). Returns one
 /// outcome per cell in that order (cells never started are
 /// [`CellStatus::NotRun`]).
@@ -208,16 +266,22 @@ pub async fn run(
         .order
         .clone()
         .unwrap_or_else(|| (0..cells.len()).collect());
-    let mut pending: VecDeque<usize> = order.into();
+    let groups = if opts.share_boots {
+        crate::shared_boot::groups(&cells, &order, &opts.placement)
+    } else {
+        order.into_iter().map(BootGroup::alone).collect()
+    };
+    let mut pending: VecDeque<BootGroup> = groups.into();
     let (t1, cpu1) = (Instant::now(), children_cpu_secs());
-    let mut running: tokio::task::JoinSet<(Box<ReadyCell>, Boots)> = tokio::task::JoinSet::new();
+    let mut running: tokio::task::JoinSet<(Box<Booted>, Boots)> = tokio::task::JoinSet::new();
     let mut sched = crate::schedule::Scheduler::new(opts.budget);
     // Live lines of cells that ask for them (`--live`), forwarded in order.
     let (live_tx, mut live_rx) = tokio::sync::mpsc::channel(crate::vm::LIVE_BACKLOG);
     let mut stop = false;
-    let need = |i: usize| {
-        let p = opts.placement.get(i).copied().unwrap_or_default();
-        let (vcpus, mem) = match &cells[i] {
+    let placement = |g: &BootGroup| crate::shared_boot::placement(g, &opts.placement);
+    let need = |g: &BootGroup| {
+        let p = placement(g);
+        let (vcpus, mem) = match &cells[g.host] {
             PlannedCell::Ready(r) => (
                 r.spec.topology.cpus(),
                 r.spec.topology.mem_mib() + QEMU_OVERHEAD_MIB,
@@ -226,19 +290,23 @@ pub async fn run(
         };
         crate::schedule::Need::new(vcpus, mem, p.demand, p.exclusive, opts.budget.cores)
     };
-    let seconds = |i: usize| opts.placement.get(i).and_then(|p| p.seconds);
+    let ready_of = |i: usize| match &cells[i] {
+        PlannedCell::Ready(r) => Some(r.as_ref().clone()),
+        PlannedCell::Failed { .. } => None,
+    };
     loop {
         while !stop && !cancel.is_cancelled() {
             // A cell that failed planning needs nothing: it is reported at once.
             // The first waiting cell, else one that ends before it could
             // be delayed (Scheduler::backfills).
-            let fit = pending.iter().enumerate().position(|(k, &i)| {
-                matches!(cells[i], PlannedCell::Failed { .. })
-                    || ((k == 0 || sched.backfills(seconds(i))) && sched.admits(&need(i)))
+            let fit = pending.iter().enumerate().position(|(k, g)| {
+                matches!(cells[g.host], PlannedCell::Failed { .. })
+                    || ((k == 0 || sched.backfills(placement(g).seconds)) && sched.admits(&need(g)))
             });
             let Some(pos) = fit else { break };
-            let Some(i) = pending.remove(pos) else { break };
-            let ready = match &cells[i] {
+            let Some(g) = pending.remove(pos) else { break };
+            let i = g.host;
+            let host = match &cells[i] {
                 PlannedCell::Failed { meta, error } => {
                     let o =
                         CellOutcome::without_result(meta.clone(), CellStatus::Error(error.clone()));
@@ -247,21 +315,31 @@ pub async fn run(
                     slots[i] = Some(o);
                     continue;
                 }
-                PlannedCell::Ready(r) => r.clone(),
+                PlannedCell::Ready(r) => r.as_ref().clone(),
             };
-            sched.start(i, need(i), seconds(i));
-            reporters.send(&Event::CellStarted {
-                index: i,
-                name: ready.meta.name.clone(),
-            })?;
+            let riders: Vec<ReadyCell> = g.riders.iter().filter_map(|&r| ready_of(r)).collect();
+            sched.start(i, need(&g), placement(&g).seconds);
+            for m in g.members() {
+                reporters.send(&Event::CellStarted {
+                    index: m,
+                    name: cells[m].meta().name.clone(),
+                })?;
+            }
             let (qemu, bins, cancel) = (session.qemu.clone(), bins.clone(), cancel.clone());
             let live = crate::vm::LiveTap {
                 index: i,
                 tx: live_tx.clone(),
             };
             running.spawn(async move {
-                let r = boot_runs(&ready, &qemu, &bins, &cancel, live).await;
-                (ready, r)
+                let booted = Box::new(Booted { host, riders });
+                let r = if booted.riders.is_empty() {
+                    boot_runs(&booted.host, &qemu, &bins, &cancel, live).await
+                } else {
+                    let refs: Vec<&ReadyCell> = booted.riders.iter().collect();
+                    let one = crate::shared_boot::merged(&booted.host, &refs);
+                    boot_runs(&one, &qemu, &bins, &cancel, live).await
+                };
+                (booted, r)
             });
         }
         // The measured rule looks at the host again now and then: a
@@ -286,16 +364,14 @@ pub async fn run(
         let Some(joined) = joined else {
             break;
         };
-        let (ready, r) = joined.map_err(|e| Error::infra(format!("internal error: {e}")))?;
-        let i = ready.meta.index;
-        sched.finish(i);
-        let o = match r {
-            Err(e) => CellOutcome::without_result(ready.meta.clone(), CellStatus::Error(e)),
-            Ok(results) => judge_runs(&ready, results),
-        };
-        stop |= opts.fail_fast && !o.status.ok();
-        reporters.send(&Event::CellFinished(Box::new(o.clone())))?;
-        slots[i] = Some(o);
+        let (booted, r) = joined.map_err(|e| Error::infra(format!("internal error: {e}")))?;
+        sched.finish(booted.host.meta.index);
+        for o in booted.outcomes(r) {
+            stop |= opts.fail_fast && !o.status.ok();
+            reporters.send(&Event::CellFinished(Box::new(o.clone())))?;
+            let i = o.meta.index;
+            slots[i] = Some(o);
+        }
     }
     let stats = RunStats {
         prepare: opts.prepare,
@@ -308,7 +384,7 @@ pub async fn run(
     } else {
         "not run: --fail-fast after an unexpected result"
     };
-    for i in pending {
+    for i in pending.iter().flat_map(BootGroup::members) {
         let o =
             CellOutcome::without_result(cells[i].meta().clone(), CellStatus::NotRun(why.into()));
         reporters.send(&Event::CellFinished(Box::new(o.clone())))?;

@@ -55,6 +55,9 @@ pub struct Request {
     /// `--costs FILE`: learned costs to read and update (default
     /// `<out>/costs.json`); given explicitly, `--shard` balances by it too.
     pub costs: Option<PathBuf>,
+    /// `--boot-per-cell`: every cell boots its own VM, even where another
+    /// cell's VM would be the same ([`crate::shared_boot`]).
+    pub boot_per_cell: bool,
 }
 
 /// The matrix file `--matrix` defaults to, in the current directory.
@@ -229,6 +232,7 @@ pub async fn matrix(
         debian_mirror: args.debian_mirror.clone(),
         gdb: args.gdb.clone(),
         costs: costs.clone(),
+        share_boots: !args.boot_per_cell,
     };
     eprintln!(
         "harness: {} cells (shard {shard_i}/{shard_n}), budget: {}; costs: {}",

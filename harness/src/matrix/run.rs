@@ -37,6 +37,9 @@ pub struct Options {
     /// What earlier runs taught: the order (longest first) and each
     /// cell's demand for the scheduler.
     pub costs: crate::costs::Costs,
+    /// Cells whose VM would be the same boot once together
+    /// ([`crate::shared_boot`]; off with `--boot-per-cell`).
+    pub share_boots: bool,
 }
 
 /// Where a cell's logs and JUnit go.
@@ -238,6 +241,7 @@ pub async fn run(
         order: Some(order),
         prepare: t0.elapsed(),
         placement,
+        share_boots: opts.share_boots,
     };
     crate::runner::run(&mut session, planned, &run_opts, cancel, reporters).await
 }

@@ -72,6 +72,12 @@ pub struct MatrixArgs {
     /// run must be given the same file).
     #[arg(long, value_name = "FILE")]
     pub costs: Option<PathBuf>,
+    /// Boot every cell on its own. By default cells whose VM would be the
+    /// same (kernel, topology, command line, shares: a kernel's `smoke`
+    /// and `futex` cells) run their tests in one boot, each keeping its
+    /// own verdict and report directory.
+    #[arg(long)]
+    pub boot_per_cell: bool,
     /// Debian mirror for `debian:` kernels.
     #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,
@@ -122,6 +128,7 @@ impl MatrixArgs {
             kcidb: self.kcidb.output(),
             gdb: self.gdb.map(|g| (g, !self.gdb_no_wait)),
             costs: self.costs,
+            boot_per_cell: self.boot_per_cell,
         }
     }
 }
