@@ -119,6 +119,22 @@ impl Rounds {
         !self.fixed && overlapped < self.overlaps && done < self.max && elapsed < self.at_most
     }
 
+    /// One round where there is nothing to race (the kernel has no
+    /// private hash: every call ends the one way the ABI says, e.g.
+    /// EINVAL): the absent behaviour is checked once instead of for the
+    /// default 2 s. `--iterations` and `--seconds` still run as asked.
+    pub fn once_unless(self, racing: bool) -> Rounds {
+        if racing || self.fixed || !self.at_least.is_zero() {
+            return self;
+        }
+        Rounds {
+            min: 1,
+            overlaps: 0,
+            max: 1,
+            ..self
+        }
+    }
+
     /// A case timeout that fits these rounds (the default 60 s, plus
     /// `--seconds` twice, plus 200 ms a round for `--iterations`).
     pub fn timeout(&self) -> Duration {
@@ -594,6 +610,29 @@ pub fn report_outcomes(outcomes: &std::collections::BTreeMap<String, u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nothing_to_race_is_one_round_unless_asked_for_more() {
+        let d = Rounds {
+            min: 10,
+            overlaps: 10,
+            max: 200,
+            at_most: Duration::from_secs(2),
+            at_least: Duration::ZERO,
+            fixed: false,
+        };
+        assert_eq!(d.once_unless(true), d);
+        let once = d.once_unless(false);
+        assert!(once.another(0, 0, Duration::ZERO));
+        assert!(!once.another(1, 0, Duration::ZERO));
+        let fixed = Rounds { fixed: true, ..d };
+        assert_eq!(fixed.once_unless(false), fixed);
+        let seconds = Rounds {
+            at_least: Duration::from_secs(5),
+            ..d
+        };
+        assert_eq!(seconds.once_unless(false), seconds);
+    }
 
     #[test]
     fn overlap_is_a_common_instant() {

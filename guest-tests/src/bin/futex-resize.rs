@@ -47,6 +47,9 @@
 //!   16 or 32, would mean the SET's table was lost), SET 16 0.
 //! - `set0-vs-thread-create`: the same with SET 0: every clone succeeds, GET 0,
 //!   SET 16 EBUSY (7.3 fails a clone with EBUSY here: `docs/findings.md`).
+//! - The five races above run rounds (at least 10, then until 10 overlapped,
+//!   at most 200 or 2 s); on a kernel without a private hash (nothing to race
+//!   for) one round checks the absent behaviour (EINVAL, or 6.16's stub).
 //! - `set0-then-threads`: SET 0, then threads one by one, each kept: every spawn
 //!   succeeds, GET 0 after each, SET 16 EBUSY.
 //! - `custom-survives-growth`: (>= 5 online CPUs, else SKIP) SET 64, then 10

@@ -58,10 +58,17 @@ fn set_round(r: u64, span: &mut Span, x: u64, y: u64, then_16: bool) -> Result<S
 /// Rounds of SET `x` (a racing thread) against SET `y` (this one), then
 /// GET (and SET 16 if `then_16`); `check` judges each round. Prints how
 /// often each outcome came.
-fn set_race(x: u64, y: u64, then_16: bool, check: impl Fn(&SetRound) -> Check) -> Outcome {
+fn set_race(
+    e: &Expect,
+    x: u64,
+    y: u64,
+    then_16: bool,
+    check: impl Fn(&SetRound) -> Check,
+) -> Outcome {
     let mut outcomes: BTreeMap<String, u64> = BTreeMap::new();
     let mut span = Span::new();
-    let t = race::run(&rounds(), |r, overlapped| {
+    // Without a private hash there is no table to race for.
+    let t = race::run(&rounds().once_unless(e.private_hash), |r, overlapped| {
         let o = set_round(r, &mut span, x, y, then_16)?;
         *overlapped = o.a.overlaps(&o.b);
         let seen = format!(
@@ -89,7 +96,7 @@ fn ensure_final(e: &Expect, o: &SetRound) -> Check {
 
 pub fn set0_race(ctx: &Ctx) -> Outcome {
     let e = &ctx.expect;
-    set_race(0, 0, true, |o| {
+    set_race(e, 0, 0, true, |o| {
         let (ra, rb) = (o.a.res, o.b.res);
         if e.private_hash {
             // Only a SET 0 that returns 0 installs the global hash, and EBUSY
@@ -116,7 +123,7 @@ pub fn set0_race(ctx: &Ctx) -> Outcome {
 
 pub fn set0_vs_128(ctx: &Ctx) -> Outcome {
     let e = &ctx.expect;
-    set_race(0, 128, true, |o| {
+    set_race(e, 0, 128, true, |o| {
         let (r0, r128) = (o.a.res, o.b.res);
         // Only SET 0 makes the global hash, so nothing makes it EBUSY; it
         // beats a pending 128 (futex_hash_less: zero-sized wins) and
@@ -140,7 +147,7 @@ pub fn set0_vs_128(ctx: &Ctx) -> Outcome {
 
 pub fn set32_vs_128(ctx: &Ctx) -> Outcome {
     let e = &ctx.expect;
-    set_race(32, 128, false, |o| {
+    set_race(e, 32, 128, false, |o| {
         // No global hash in play: neither is EBUSY. Both pending at once:
         // the larger stays (futex_hash_less); one after the other: the
         // later; a SET returns only once its (or the winning) table is in.
@@ -213,7 +220,7 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
     let settle = allocates && slots != 0;
     let (mut clones, mut overlapping) = (0u64, 0u64);
     let mut span = Span::new();
-    let t = race::run(&rounds(), |r, overlapped| {
+    let t = race::run(&rounds().once_unless(e.private_hash), |r, overlapped| {
         let o = create_round(r, &mut span, slots, settle, want_get(e, slots as i64))?;
         *overlapped = o.overlapping > 0;
         clones += o.clones as u64;
