@@ -241,6 +241,9 @@ pub async fn run_attached(
         let out = crate::vm::run(&req, cancel).await;
         daemons.stop().await;
         let out = out?;
+        if accel == Accel::Tcg {
+            crate::kernel::lpj::learn(&spec.kernel_image, &out.console);
+        }
         // KVM fails in two ways TCG does not: QEMU stops with "KVM internal
         // error", or (a paravirtual /dev/kvm, measured) the guest never
         // prints a byte until the watchdog. Either is retried under TCG.

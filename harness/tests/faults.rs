@@ -690,27 +690,46 @@ fn lkdtm_soft_lockup_fails_the_test_and_names_the_report() {
     }
     let Some(k) = lkdtm_kernel() else { return };
     let _vm = vm_lock();
-    let dir = tempfile::tempdir().unwrap();
-    let out = run_cmd(
-        dir.path(),
-        &k,
-        "nodes=1,cpus=2,mem=256M",
-        "fault-softlockup",
-        &["--no-topology-check", "--timeout", "120"],
-    )
-    .output()
-    .unwrap();
-    let r = Run { out, dir };
-    assert_eq!(r.code(), Some(1), "{}", r.both());
-    let cases = r.cases();
-    let (msg, text) = case(&cases, "lkdtm-softlockup/kernel-soft-lockup")
-        .failure
-        .clone()
-        .expect("fails");
-    assert!(msg.contains("BUG: soft lockup - CPU#"), "{msg}");
-    assert!(text.contains("lkdtm_SOFTLOCKUP"), "{text}");
-    // The test itself is killed at its timeout (its CPU never returns).
-    assert!(case(&cases, "lkdtm-softlockup").failure.is_some());
+    // Under TCG the kernel prints its report in only about half the boots
+    // (docs/findings.md: with 7.3's nbcon console the report waits for the
+    // printer thread, and in the other boots the second vCPU spins too and
+    // nothing more is printed). What the harness must do holds in every
+    // boot: the test fails; and once the kernel printed a report, the
+    // failure names it. Up to five boots to see one.
+    for boot in 1..=5 {
+        let dir = tempfile::tempdir().unwrap();
+        let out = run_cmd(
+            dir.path(),
+            &k,
+            "nodes=1,cpus=2,mem=256M",
+            "fault-softlockup",
+            &["--no-topology-check", "--timeout", "40"],
+        )
+        .output()
+        .unwrap();
+        let r = Run { out, dir };
+        assert_eq!(r.code(), Some(1), "{}", r.both());
+        let cases = r.cases();
+        // The test itself is killed at its timeout (its CPU never returns),
+        // or the VM at the watchdog.
+        assert!(case(&cases, "lkdtm-softlockup").failure.is_some());
+        let console = find(r.dir.path(), "console.log")
+            .map(|p| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned())
+            .unwrap_or_default();
+        if !console.contains("BUG: soft lockup - CPU#") {
+            eprintln!("NOTE boot {boot}: the kernel printed no soft-lockup report");
+            continue;
+        }
+        let (msg, text) = case(&cases, "lkdtm-softlockup/kernel-soft-lockup")
+            .failure
+            .clone()
+            .expect("fails");
+        assert!(msg.contains("BUG: soft lockup - CPU#"), "{msg}");
+        assert!(text.contains("lkdtm_SOFTLOCKUP"), "{text}");
+        eprintln!("FIGURE soft lockup: reported in boot {boot}");
+        return;
+    }
+    panic!("no soft-lockup report in five boots");
 }
 
 // ---------------------------------------------------------------------

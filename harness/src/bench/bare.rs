@@ -31,12 +31,12 @@ pub fn argv(
         qemu::accel_args(accel),
         qemu::smp_mem_args(topology),
         qemu::numa_args(topology),
-        // The same image (PVH ELF) and boot words (clocksource) as a
-        // cell: the ratio measures the harness, not the boot.
+        // The same image (PVH ELF) and boot words (clocksource, learned
+        // lpj) as a cell: the ratio measures the harness, not the boot.
         qemu::kernel_args(
             &crate::kernel::pvh::boot_image(kernel),
             initrd,
-            &qemu::kernel_cmdline(&boot_words(accel)),
+            &qemu::kernel_cmdline(&boot_words(accel, kernel)),
         ),
         vec![
             "-serial".into(),
@@ -51,10 +51,13 @@ pub fn argv(
 
 /// The words of ours a cell's kernel command line has under `accel`
 /// before any debugging or user word.
-fn boot_words(accel: Accel) -> Vec<String> {
-    qemu::tcg_clock_cmdline(accel)
-        .map(String::from)
-        .into_iter()
+fn boot_words(accel: Accel, kernel: &Path) -> Vec<String> {
+    let lpj = (accel == Accel::Tcg)
+        .then(|| crate::kernel::lpj::known(kernel))
+        .flatten()
+        .map(|n| format!("lpj={n}"));
+    lpj.into_iter()
+        .chain(qemu::tcg_clock_cmdline(accel).map(String::from))
         .collect()
 }
 

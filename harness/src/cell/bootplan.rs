@@ -76,7 +76,15 @@ pub fn vm_spec(
     shares: Vec<FsDevice>,
 ) -> VmSpec {
     let sock = |what: &str| dir.join(format!("{what}-{attempt}.sock"));
-    let mut cmdline = crate::debug::cmdline_words(&spec.debug);
+    // Under TCG, the delay-loop constant an earlier boot of this image
+    // printed: the secondary CPUs then skip calibrating (kernel::lpj).
+    let mut cmdline: Vec<String> = (accel == Accel::Tcg)
+        .then(|| crate::kernel::lpj::known(&spec.kernel_image))
+        .flatten()
+        .map(|n| format!("lpj={n}"))
+        .into_iter()
+        .collect();
+    cmdline.extend(crate::debug::cmdline_words(&spec.debug));
     cmdline.extend(spec.cmdline_extra.iter().cloned());
     VmSpec {
         accel,

@@ -8,6 +8,7 @@ pub mod deb;
 pub mod debian;
 pub mod definition;
 pub mod embedded;
+pub mod lpj;
 pub mod modules;
 pub mod patch;
 pub mod preboot;
