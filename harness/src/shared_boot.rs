@@ -78,8 +78,21 @@ fn same_boot(a: &ReadyCell, b: &ReadyCell) -> bool {
         && a.test_glob == b.test_glob
 }
 
-/// Groups `cells` (in `order`) by [`same_boot`]: each group's host is its
-/// member expected to take longest, and it takes the place of the group's
+/// Whether a cell may ride in another's boot: its tests are our own
+/// binaries that do not harm the VM (not `fault`, nor a user's or a
+/// kselftest binary), so the host's tests, which run after them, cannot
+/// lose their VM to them.
+fn may_ride(r: &ReadyCell) -> bool {
+    r.spec
+        .tests
+        .iter()
+        .skip(1)
+        .all(|t| matches!(t.binary, crate::suite::Binary::Builtin(n) if n != "fault"))
+}
+
+/// Groups `cells` (in `order`) by [`same_boot`]: each group's host is the
+/// member that may not ride ([`may_ride`]; at most one a group), else the
+/// member expected to take longest, and the group takes the place of its
 /// first member in `order`. A cell whose tests' names clash with the
 /// group's stays alone (a plan's names are unique).
 pub fn groups(cells: &[PlannedCell], order: &[usize], placement: &[Placement]) -> Vec<BootGroup> {
@@ -97,8 +110,10 @@ pub fn groups(cells: &[PlannedCell], order: &[usize], placement: &[Placement]) -
             continue;
         };
         let names = || r.spec.tests.iter().skip(1).map(|t| t.name.as_str());
+        let rides = |m: usize| ready(m).is_some_and(may_ride);
         let joins = members.iter_mut().find(|g| {
             ready(g[0]).is_some_and(|first| same_boot(first, r))
+                && (may_ride(r) || g.iter().all(|&m| rides(m)))
                 && g.iter().all(|&m| {
                     ready(m).is_some_and(|o| {
                         let theirs: HashSet<&str> = o
@@ -126,9 +141,17 @@ pub fn groups(cells: &[PlannedCell], order: &[usize], placement: &[Placement]) -
             let host = g
                 .iter()
                 .copied()
-                .enumerate()
-                .max_by(|(ka, a), (kb, b)| seconds(*a).total_cmp(&seconds(*b)).then(kb.cmp(ka)))
-                .map_or(g[0], |(_, i)| i);
+                .find(|&i| !ready(i).is_some_and(may_ride))
+                .or_else(|| {
+                    g.iter()
+                        .copied()
+                        .enumerate()
+                        .max_by(|(ka, a), (kb, b)| {
+                            seconds(*a).total_cmp(&seconds(*b)).then(kb.cmp(ka))
+                        })
+                        .map(|(_, i)| i)
+                })
+                .unwrap_or(g[0]);
             let mut riders: Vec<usize> = g.into_iter().filter(|&i| i != host).collect();
             riders.reverse();
             BootGroup { host, riders }
@@ -388,6 +411,33 @@ mod tests {
             .map(|t| t.name.clone())
             .collect();
         assert_eq!(names, ["topology", "smoke", "futex-prctl", "futex-wake"]);
+    }
+
+    #[test]
+    fn a_cell_that_may_harm_the_vm_only_hosts() {
+        let cells = vec![
+            ready(0, TWO, "smoke", &["smoke"]),
+            ready(1, TWO, "panic", &["fault"]),
+            ready(2, TWO, "hang", &["fault-2"]),
+        ];
+        let mut cells = cells;
+        if let PlannedCell::Ready(r) = &mut cells[2] {
+            r.spec.tests[1].binary = crate::suite::Binary::Builtin("fault");
+        }
+        // The smoke cell is the longest but rides; the second fault cell
+        // has no group to join.
+        let placement = vec![at(50.0, 0.9), at(5.0, 0.5), at(5.0, 0.5)];
+        let g = groups(&cells, &[0, 1, 2], &placement);
+        assert_eq!(
+            g,
+            [
+                BootGroup {
+                    host: 1,
+                    riders: vec![0]
+                },
+                BootGroup::alone(2)
+            ]
+        );
     }
 
     #[test]

@@ -1014,7 +1014,9 @@ fn sigkill_mid_matrix_leaves_finished_cells_readable() {
         .arg(&m)
         .arg("--out")
         .arg(&out)
-        .args(["-j", "1"])
+        // Two boots: the smoke cell and the hang cell would otherwise
+        // share one (shared_boot.rs), and this is about a finished boot.
+        .args(["-j", "1", "--boot-per-cell"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
