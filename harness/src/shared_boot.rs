@@ -7,8 +7,8 @@
 //! matrix's 36 `smoke` cells each booted the kernel their `futex` cell
 //! booted again: 14% of the tier's QEMU CPU). Every cell keeps its own
 //! verdict, report directory and JUnit file; the boot's console log and
-//! results stream stay in the *host* cell's directory (the group's
-//! longest cell) and the others link to them.
+//! results stream stay in the *host* cell's directory (the one member
+//! that may not ride, else the longest) and the others link to them.
 //!
 //! A group's tests run riders first (in the planned order), then the
 //! host's; the topology check runs once and counts for every member.
