@@ -150,7 +150,11 @@ pub fn main(about: &str, cases: &[Case]) -> ! {
     k.diag(&format!("expect: {}", expect.encode()));
     let mut failed = 0;
     for c in selected {
+        let started = std::time::Instant::now();
         let outcome = run_child(c, &expect, &mut k);
+        // Where a binary's time goes, case by case (the host's profile
+        // times binaries): the case's last diagnostic, before its result.
+        k.diag(&format!("time: {} ms", started.elapsed().as_millis()));
         if !k.result(c.name, &outcome) {
             failed += 1;
         }

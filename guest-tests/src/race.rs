@@ -287,6 +287,11 @@ pub fn in_fresh_process<T: Copy>(
 
 // ------------------------------------------------------- two calls at once
 
+/// Grace periods [`settled_get`] waits by default: the two a pending
+/// replacement needs, and two more for callbacks that run late on a busy
+/// emulated vCPU.
+pub const SETTLE: u32 = 4;
+
 /// GET once a table replacement the round may have left pending would
 /// have landed: such a replacement waits until the old table's per-CPU
 /// references are folded over two RCU grace periods (`futex_ref_drop()`,

@@ -37,6 +37,7 @@ use guest_tests::hash::{
     Worker, EBUSY,
 };
 use guest_tests::ktap::Outcome;
+use guest_tests::race;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -190,13 +191,16 @@ fn stops_growth(ctx: &Ctx) -> Outcome {
             want_get(e, 0)
         };
         // Growth is deferred over RCU grace periods (slow under TCG): when
-        // it is expected, wait for it; otherwise give it time to (wrongly)
-        // land, where a private hash could (without one there is no table
-        // to grow: GET answers at once).
-        let r = if e.private_hash {
-            hash::poll_get(50, 100, |r| if grows { *r == want } else { *r != want })
-        } else {
+        // it is expected, wait for it (every 10 ms, 5 s at most); otherwise
+        // wait for as many grace periods as a (wrong) replacement would
+        // need to land, where a private hash could (without one there is
+        // no table to grow: GET answers at once).
+        let r = if !e.private_hash {
             hash::get()
+        } else if grows {
+            hash::poll_get(500, 10, |r| *r == want)
+        } else {
+            race::settled_get(want, race::SETTLE)
         };
         parked.release()?;
         ensure_res(

@@ -57,6 +57,7 @@ use guest_tests::hash::{
     EBUSY, EINVAL, ENOMEM,
 };
 use guest_tests::ktap::Outcome;
+use guest_tests::race;
 use guest_tests::sys;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
@@ -389,9 +390,10 @@ fn stops_growth(ctx: &Ctx, custom: u64) -> Check {
         "{n} threads on {online} online CPUs; without the custom SET growth would reach {would}"
     ));
     let parked = Parked::spawn(n, Duration::from_secs(20))?;
-    // Growth is deferred: give it time to (wrongly) land.
+    // Growth is deferred over RCU grace periods: wait for as many as a
+    // (wrong) replacement would need to land, then GET.
     let want = want_get(e, custom as i64);
-    let r = hash::poll_get(10, 100, |r| *r != want);
+    let r = race::settled_get(want, race::SETTLE);
     parked.release()?;
     ensure_res(&format!("GET after SET {custom} and {n} threads"), r, want)
 }

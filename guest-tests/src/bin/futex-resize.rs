@@ -94,6 +94,7 @@ use guest_tests::hash::{
     want_set, Check, Hammer, Parked, Res, SharedPage, Worker,
 };
 use guest_tests::ktap::Outcome;
+use guest_tests::race;
 use guest_tests::sys::{self, Errno, FutexWaitv};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -511,9 +512,11 @@ fn auto_n(e: &Expect, n: usize) -> Check {
     ));
     let p = Parked::spawn(n, Duration::from_secs(25))?;
     let start = Instant::now();
-    let g = hash::poll_get(50, 100, |r| *r == want);
+    // Every 10 ms, 5 s at most: growth lands after two grace periods.
+    let g = hash::poll_get(500, 10, |r| *r == want);
     let waited = start.elapsed();
-    let later = hash::poll_get(3, 100, |_| false);
+    // No second replacement pending behind it.
+    let later = race::settled_get(want, race::SETTLE);
     p.release()?;
     diag(&format!(
         "GET {} after {} ms",
@@ -521,7 +524,11 @@ fn auto_n(e: &Expect, n: usize) -> Check {
         waited.as_millis()
     ));
     ensure_res(&format!("GET with {n} threads (polled 5 s)"), g, want)?;
-    ensure_res("GET 300 ms later", later, want)
+    ensure_res(
+        "GET after the grace periods a replacement waits for",
+        later,
+        want,
+    )
 }
 
 fn auto_formula(ctx: &Ctx) -> Outcome {
@@ -556,7 +563,7 @@ fn auto_only_grows(ctx: &Ctx) -> Outcome {
         let want = auto_want(e, n);
         ensure_res("GET after all threads exited", hash::get(), want)?;
         let p = Parked::spawn(1, Duration::from_secs(20))?;
-        let g = hash::poll_get(5, 100, |r| *r != want);
+        let g = race::settled_get(want, race::SETTLE);
         p.release()?;
         ensure_res("GET after one more thread (no shrink)", g, want)
     })())

@@ -331,8 +331,9 @@ pub fn custom_survives_growth(ctx: &Ctx) -> Outcome {
         let mut b = 0;
         while bursts.another(b, 0, start.elapsed()) {
             let p = Parked::spawn(n, Duration::from_secs(20))?;
-            // Growth is deferred: give it time to (wrongly) land.
-            let g = hash::poll_get(5, 30, |g| *g != want);
+            // Growth is deferred over RCU grace periods: wait for as many
+            // as a (wrong) replacement would need to land.
+            let g = race::settled_get(want, race::SETTLE);
             p.release()?;
             ensure_res(
                 &format!("burst {b}: GET after SET 64 and {n} threads"),
