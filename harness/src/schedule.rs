@@ -7,8 +7,11 @@
 //!   running cells' *learned demand* (QEMU CPU seconds per wall second from
 //!   earlier runs, [`crate::costs`]) leave room for the cell's own demand.
 //!   Idle-heavy cells (waiting on timeouts, sleeping guests) overlap;
-//!   CPU-heavy ones do not. A cell declared `exclusive` (timing-sensitive:
-//!   benchmarks) runs alone, and nothing starts beside it.
+//!   CPU-heavy ones do not. While a cell declared `exclusive` runs
+//!   (timing-sensitive: upstream's fixed timeouts), the cores are not
+//!   overcommitted: it starts, and others start beside it, only while the
+//!   load and the demands fit the cores themselves, one cell per core,
+//!   one such cell at a time.
 //! - **`vcpus`** ([`Admission::Declared`]): the declared vCPUs of running
 //!   cells stay within the host's cores (the rule before measurement;
 //!   kept for `bench-matrix` to compare against).
@@ -192,15 +195,25 @@ impl Budget {
                 v.saturating_add(cell.vcpus) <= self.cores
             }
             Admission::Measured => {
-                if cell.exclusive || running.iter().any(|n| n.exclusive) {
+                // A timing-sensitive cell gets its share of the cores
+                // whole: no overcommit, no more cells than cores, never
+                // another such cell beside it.
+                let beside_exclusive = running.iter().any(|n| n.exclusive);
+                if cell.exclusive && beside_exclusive {
                     return false;
                 }
-                if running.len() >= CELLS_PER_CORE * self.cores as usize {
+                let exclusive = cell.exclusive || beside_exclusive;
+                let (per_core, overcommit) = if exclusive {
+                    (1, 1.0)
+                } else {
+                    (CELLS_PER_CORE, OVERCOMMIT)
+                };
+                if running.len() >= per_core * self.cores as usize {
                     return false;
                 }
                 let learned: f64 = running.iter().map(|n| n.demand).sum();
                 let load = learned.max(busy.unwrap_or(0.0));
-                load + cell.demand <= self.cores as f64 * OVERCOMMIT
+                load + cell.demand <= self.cores as f64 * overcommit
             }
         }
     }
@@ -353,13 +366,24 @@ mod tests {
     }
 
     #[test]
-    fn an_exclusive_cell_runs_alone() {
+    fn an_exclusive_cell_never_runs_on_overcommitted_cores() {
         let b = budget(Admission::Measured);
-        let ex = Need::new(2, 768, Some(0.2), true, 2);
+        let ex = Need::new(18, 768, Some(0.7), true, 2);
         let idle = need(2, Some(0.2));
+        let busy = need(4, Some(1.2));
+        let busier = need(4, Some(1.4));
         assert!(b.fits(&[], None, &ex));
-        assert!(!b.fits(&[idle], Some(0.2), &ex));
-        assert!(!b.fits(&[ex], Some(0.2), &idle));
+        // Beside it: what fits the cores themselves (0.7 + 1.2 <= 2).
+        assert!(b.fits(&[ex], Some(0.7), &busy));
+        assert!(b.fits(&[busy], Some(1.2), &ex));
+        // Not what only the overcommit would let in (0.7 + 1.4 <= 2.1).
+        assert!(!b.fits(&[ex], Some(0.7), &busier));
+        assert!(!b.fits(&[busier], Some(1.4), &ex));
+        // Nor a measured load that leaves no room.
+        assert!(!b.fits(&[ex], Some(1.9), &idle));
+        // One cell per core while it runs, and one such cell at a time.
+        assert!(!b.fits(&[ex, idle], Some(0.9), &idle));
+        assert!(!b.fits(&[ex], Some(0.7), &Need::new(18, 768, Some(0.2), true, 2)));
     }
 
     #[test]

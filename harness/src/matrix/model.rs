@@ -71,7 +71,8 @@ pub struct Suite {
     pub kind: SuiteKind,
     /// Relative cost for sharding.
     pub weight: u32,
-    /// Its cells run alone (`exclusive: true`: timing-sensitive).
+    /// Its cells never run on overcommitted cores, one at a time
+    /// (`exclusive: true`: timing-sensitive).
     pub exclusive: bool,
     /// Known failures (each with its case, message and kernel globs).
     pub known_failures: Vec<crate::result::KnownFailure>,

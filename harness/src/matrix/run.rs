@@ -214,7 +214,8 @@ pub async fn run(
             Err(error) => planned.push(PlannedCell::Failed { meta, error }),
         }
     }
-    // Cells that run alone first (nothing to wait for then), then longest
+    // Exclusive cells first (one at a time, on cores never overcommitted:
+    // nothing big runs yet to wait for), then longest
     // first (a long cell started last would end the run late): learned
     // seconds, else the declared cost scaled to them.
     let est = super::plan::estimates(m, cells, &opts.costs);

@@ -115,7 +115,8 @@ pub struct RawSuite {
     pub tests: Option<Vec<RawTest>>,
     /// Relative cost for sharding (default: number of tests).
     pub weight: Option<u32>,
-    /// Timing-sensitive: its cells run alone (nothing beside them).
+    /// Timing-sensitive: its cells run one at a time, on cores never
+    /// overcommitted (`crate::schedule`).
     #[serde(default)]
     pub exclusive: bool,
     /// Failures accepted as known (reported as skipped with the reason).
