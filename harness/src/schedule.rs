@@ -41,7 +41,9 @@ pub const DEFAULT_DEMAND_PER_VCPU: f64 = 0.5;
 /// (QEMU CPU 1,004 s -> 1,058 s -> 1,204 s: overcommitted vCPUs spin), and
 /// in each such run a guest starved: on 6.17.13 a PI waiter preempted in
 /// its spin on the owner did not run again for 21 s (an RCU stall), and
-/// cases timed out (docs/findings.md).
+/// cases timed out (docs/findings.md). Again after the guest waits were
+/// cut (both green): 1.05, 653 s, 1.42 busy, QEMU CPU 924 s; 1.15, 674 s,
+/// 1.65 busy, 1,109 s: the overlap costs more CPU than it saves wall.
 pub const OVERCOMMIT: f64 = 1.05;
 
 /// At most this many cells per host core run at once (each has a busy

@@ -579,7 +579,13 @@ fn requeue(n: usize) -> R {
     for w in waiters {
         match w.join() {
             Ok(Ok(0)) => {}
-            o => return Err(format!("a waiter returned {o:?}")),
+            // With the wake's count: a waiter the wake did not find timed
+            // out still queued; one it woke returns 0.
+            o => {
+                return Err(format!(
+                    "a waiter returned {o:?} (the requeue moved {moved}, the wake on the target woke {woke} of {n})"
+                ))
+            }
         }
     }
     Outcome::check(woke == n as i64, || {
