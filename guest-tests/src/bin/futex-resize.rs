@@ -53,8 +53,8 @@
 //! - `set0-then-threads`: SET 0, then threads one by one, each kept: every spawn
 //!   succeeds, GET 0 after each, SET 16 EBUSY.
 //! - `custom-survives-growth`: (>= 5 online CPUs, else SKIP) SET 64, then 10
-//!   bursts of online+1 (>= 5) threads: GET stays 64 (polled while growth
-//!   would land).
+//!   bursts of online+1 (>= 5) threads: GET stays 64 (read after the grace
+//!   periods a wrong replacement would need to land, `race::settled_get`).
 //! - `auto-first-thread-16`: GET 0, then one thread -> 16 at once (growth != none).
 //! - `auto-size-formula`: online+1 threads -> GET reaches exactly
 //!   clamp(roundup_pow_of_two(4*min(threads, online)), 16, global) (polled).
