@@ -350,10 +350,37 @@ pub fn process_state(pid: i32) -> Option<(char, i64)> {
     proc_state(&format!("/proc/{pid}"))
 }
 
+/// Whether `wchan` names where a sleeping task sleeps here (it needs
+/// KALLSYMS and an unwinder): asked once of PID 1, guest-init, which sleeps
+/// in wait() while tests run. Where it does not, [`proc_state`] reads
+/// `syscall` as before.
+fn wchan_names_sleepers() -> bool {
+    static NAMES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *NAMES.get_or_init(|| {
+        std::fs::read_to_string("/proc/1/wchan")
+            .is_ok_and(|w| !w.trim().is_empty() && w.trim() != "0")
+    })
+}
+
 fn proc_state(dir: &str) -> Option<(char, i64)> {
     let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
     let after = &stat[stat.rfind(')')? + 1..];
     let state = after.trim_start().chars().next()?;
+    // `syscall` of a task that is not running waits in the kernel
+    // (wait_task_inactive) until the task is off its CPU, spinning while
+    // the state it read still holds. A LOCK_PI waiter spins on its owner
+    // (rtmutex_spin_on_owner) already in state S; when the reader is that
+    // owner, each spins on the other until something else wants a CPU:
+    // seen as 21 s RCU stalls and 30-60 s timeouts (docs/findings.md).
+    // `wchan` never waits and reads 0 for a task still on a runqueue, so
+    // such a task is reported running until it really sleeps.
+    if state == 'S' && wchan_names_sleepers() {
+        if let Ok(w) = std::fs::read_to_string(format!("{dir}/wchan")) {
+            if w.trim() == "0" {
+                return Some(('R', -1));
+            }
+        }
+    }
     let sc = std::fs::read_to_string(format!("{dir}/syscall")).ok()?;
     let first = sc.split_whitespace().next()?;
     let nr = if first == "running" {
@@ -394,7 +421,7 @@ pub fn wait_blocked(
             )));
         }
         // Quick at first; then slower, so the caller is off its CPU most of
-        // the time: a PI waiter spins (state R) while the lock's owner — this
+        // the time: a PI waiter spins (already in state S) while the lock's owner — this
         // thread, often — is on a CPU, and under TCG reading /proc is slow
         // enough that fast polling keeps it spinning for seconds.
         let pause = if start.elapsed() < Duration::from_millis(100) {
