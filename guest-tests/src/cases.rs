@@ -243,6 +243,11 @@ fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcom
         Ok(Ok(st)) => Some(st),
         Ok(Err(_)) => None,
         Err(_) => {
+            // Where each thread is, before it is gone: what the next
+            // occurrence of a hang needs (docs/findings.md).
+            for line in thread_report(pid) {
+                k.diag(&line);
+            }
             // SAFETY: kill(2) on our own unreaped child; no memory involved.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             let _ = rx.recv();
@@ -276,6 +281,62 @@ fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcom
     }
 }
 
+/// At most this many threads, and stack lines per thread, in a
+/// timed-out case's report.
+const REPORT_THREADS: usize = 16;
+const REPORT_FRAMES: usize = 12;
+
+/// One line per thread of `pid` (state, `wchan`), then its kernel stack
+/// where `/proc/<pid>/task/<tid>/stack` is readable, bounded. Never reads
+/// `syscall`: for a task on a CPU it waits until the task leaves it.
+fn thread_report(pid: libc::pid_t) -> Vec<String> {
+    let dir = format!("/proc/{pid}/task");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return vec![format!("timed out: {dir} unreadable")];
+    };
+    let mut tids: Vec<u32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    let mut out = Vec::new();
+    for tid in tids.iter().take(REPORT_THREADS) {
+        let read = |f: &str| std::fs::read_to_string(format!("{dir}/{tid}/{f}")).ok();
+        let state = read("stat")
+            .and_then(|s| {
+                let after = s.get(s.rfind(')')? + 1..)?;
+                after.split_whitespace().next().map(String::from)
+            })
+            .unwrap_or_else(|| "?".into());
+        let wchan = read("wchan").unwrap_or_default();
+        out.push(format!(
+            "timed out: thread {tid} state {state} wchan {}",
+            clean(wchan.trim())
+        ));
+        for frame in read("stack")
+            .unwrap_or_default()
+            .lines()
+            .take(REPORT_FRAMES)
+        {
+            out.push(format!("timed out:   {}", clean(frame.trim())));
+        }
+    }
+    if tids.len() > REPORT_THREADS {
+        out.push(format!(
+            "timed out: {} more threads not shown",
+            tids.len() - REPORT_THREADS
+        ));
+    }
+    out
+}
+
+/// Printable ASCII only, at most 120 characters (kernel text, but bounded).
+fn clean(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .take(120)
+        .collect()
+}
+
 /// Prints a diagnostic from inside a case (goes to the KTAP stream).
 pub fn diag(msg: &str) {
     for l in msg.lines() {
@@ -286,6 +347,21 @@ pub fn diag(msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_report_names_every_thread_of_a_live_process() {
+        // This process: its threads are readable, state and wchan lines.
+        let report = thread_report(std::process::id() as libc::pid_t);
+        let me = format!("timed out: thread {} state ", std::process::id());
+        assert!(report.iter().any(|l| l.starts_with(&me)), "{report:?}");
+        assert!(report.iter().all(|l| l.starts_with("timed out: ")));
+        assert_eq!(
+            thread_report(-1),
+            vec!["timed out: /proc/-1/task unreadable".to_string()]
+        );
+        assert_eq!(clean("a\u{1b}[1mb\tc"), "a[1mbc");
+        assert_eq!(clean(&"x".repeat(500)).len(), 120);
+    }
 
     fn pass(_: &Ctx) -> Outcome {
         Outcome::Pass

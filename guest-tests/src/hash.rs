@@ -433,6 +433,26 @@ pub fn wait_blocked(
     }
 }
 
+/// [`wait_blocked`], polled from a helper thread while this one sleeps in
+/// `join`: for a caller that owns the PI lock the tasks wait on. A LOCK_PI
+/// waiter spins while its owner is on a CPU, and an owner polling /proc is
+/// on one; a waiter woken between the `wchan` and the `syscall` read
+/// spins on the owner while the owner's read waits for it to leave its
+/// CPU (`wait_task_inactive`), each on the other (docs/findings.md). With
+/// the owner asleep, a waiter never spins long.
+pub fn wait_blocked_apart(
+    tids: &[i32],
+    nr: i64,
+    timeout: Duration,
+    state_of: fn(i32) -> Option<(char, i64)>,
+) -> Check {
+    std::thread::scope(|s| {
+        s.spawn(|| wait_blocked(tids, nr, timeout, state_of))
+            .join()
+            .unwrap_or_else(|_| Err(fail("the thread polling /proc panicked")))
+    })
+}
+
 // --------------------------------------------------------------- threads
 
 /// A thread running one blocking call, with its TID published.

@@ -70,6 +70,8 @@ pub struct CellSpec {
     pub tests: Vec<SuiteTest>,
     /// Accelerator to try first.
     pub accel: Accel,
+    /// TCG's vCPU threads (when it runs under TCG).
+    pub tcg_thread: crate::qemu::TcgThread,
     /// Extra kernel command line.
     pub cmdline_extra: Vec<String>,
     /// Whole-VM watchdog; `None`: derived from the tests' timeouts.
@@ -295,6 +297,11 @@ pub async fn run_attached(
     let ktap = crate::ktap::parse(&out.results);
     notes.extend(crate::debug::exec_notes(&ktap));
     let console = crate::console::scan(&out.console);
+    if accel == Accel::Tcg && spec.tcg_thread == crate::qemu::TcgThread::Single {
+        notes.push(
+            "TCG round-robin: every vCPU on one host thread (-accel tcg,thread=single)".into(),
+        );
+    }
     if out.qmp_panicked {
         notes.push("QMP reported GUEST_PANICKED".into());
     }

@@ -405,6 +405,8 @@ pub struct CellRequest {
     pub topology_check: bool,
     /// Accelerator.
     pub accel: Accel,
+    /// TCG's vCPU threads (multi unless the front door says otherwise).
+    pub tcg_thread: crate::qemu::TcgThread,
     /// Extra kernel command line words.
     pub cmdline: Vec<String>,
     /// Whole-VM watchdog (`None`: boot allowance + test timeouts).
@@ -456,6 +458,7 @@ impl CellRequest {
             tests,
             topology_check: true,
             accel,
+            tcg_thread: Default::default(),
             cmdline: Vec::new(),
             watchdog: None,
             timeout_scale: 1.0,
@@ -569,6 +572,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             suite_label: req.suite_label,
             tests,
             accel: req.accel,
+            tcg_thread: req.tcg_thread,
             cmdline_extra: req.cmdline,
             watchdog: req.watchdog,
             timeout_scale: req.timeout_scale,

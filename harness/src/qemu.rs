@@ -25,11 +25,38 @@ impl Accel {
     }
 }
 
+/// How TCG maps a guest's vCPUs onto host threads (QEMU's
+/// `-accel tcg,thread=...`; nothing under KVM).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TcgThread {
+    /// One host thread per vCPU (QEMU's default): a guest may keep every
+    /// host core busy, and vCPUs really run at once.
+    #[default]
+    Multi,
+    /// One host thread for all vCPUs, run in turns (round-robin): a guest
+    /// keeps at most one core busy, and a vCPU spinning on a sibling
+    /// (`pause`) hands the thread on instead of burning a core. What the
+    /// matrix uses when cells share the host (docs/matrix.md, Scheduling).
+    Single,
+}
+
+impl TcgThread {
+    /// QEMU's word: `multi` / `single`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TcgThread::Multi => "multi",
+            TcgThread::Single => "single",
+        }
+    }
+}
+
 /// Everything the argv depends on.
 #[derive(Debug, Clone)]
 pub struct VmSpec {
     /// Accelerator.
     pub accel: Accel,
+    /// TCG's vCPU threads (ignored under KVM).
+    pub tcg_thread: TcgThread,
     /// NUMA topology.
     pub topology: Topology,
     /// bzImage / vmlinuz.
@@ -156,10 +183,14 @@ pub fn base_args() -> Vec<OsString> {
 /// without 5-level paging, which QEMU 7.2's TCG emulates badly enough to
 /// double-fault Debian's 6.12 kernel; QEMU >= 8 is recommended anyway, see
 /// README).
-pub fn accel_args(accel: Accel) -> Vec<OsString> {
-    match accel {
-        Accel::Kvm => os(&["-accel", "kvm", "-cpu", "host"]),
-        Accel::Tcg => os(&["-accel", "tcg", "-cpu", "max,la57=off"]),
+pub fn accel_args(accel: Accel, thread: TcgThread) -> Vec<OsString> {
+    match (accel, thread) {
+        (Accel::Kvm, _) => os(&["-accel", "kvm", "-cpu", "host"]),
+        // QEMU's default is multi: said only when it is not.
+        (Accel::Tcg, TcgThread::Multi) => os(&["-accel", "tcg", "-cpu", "max,la57=off"]),
+        (Accel::Tcg, TcgThread::Single) => {
+            os(&["-accel", "tcg,thread=single", "-cpu", "max,la57=off"])
+        }
     }
 }
 
@@ -377,7 +408,7 @@ pub fn argv(spec: &VmSpec) -> Vec<OsString> {
     let extra = cmdline_words(spec);
     [
         base_args(),
-        accel_args(spec.accel),
+        accel_args(spec.accel, spec.tcg_thread),
         smp_mem_args(&spec.topology),
         numa_args_shared(&spec.topology, !spec.shares.is_empty()),
         kernel_args(&spec.kernel, &spec.initrd, &kernel_cmdline(&extra)),
@@ -404,6 +435,7 @@ mod tests {
     fn spec(t: Topology, accel: Accel) -> VmSpec {
         VmSpec {
             accel,
+            tcg_thread: TcgThread::Multi,
             topology: t,
             kernel: "/k/vmlinuz".into(),
             initrd: "/c/initrd".into(),
@@ -556,6 +588,20 @@ mod tests {
 
     #[test]
     fn kvm_uses_the_host_cpu() {
-        assert_eq!(line(&accel_args(Accel::Kvm)), "-accel kvm -cpu host");
+        for t in [TcgThread::Multi, TcgThread::Single] {
+            assert_eq!(line(&accel_args(Accel::Kvm, t)), "-accel kvm -cpu host");
+        }
+    }
+
+    #[test]
+    fn round_robin_tcg_is_said_on_the_accel_option() {
+        assert_eq!(
+            line(&accel_args(Accel::Tcg, TcgThread::Single)),
+            "-accel tcg,thread=single -cpu max,la57=off"
+        );
+        let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M").unwrap();
+        let mut s = spec(t, Accel::Tcg);
+        s.tcg_thread = TcgThread::Single;
+        assert!(line(&argv(&s)).contains(" -accel tcg,thread=single -cpu max,la57=off -smp 4,"));
     }
 }

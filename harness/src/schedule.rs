@@ -22,6 +22,7 @@
 //! cell bigger than the budget runs alone).
 
 use crate::hostload::CpuMeter;
+use crate::qemu::TcgThread;
 use std::time::{Duration, Instant};
 
 /// Host memory a QEMU needs beyond the guest's (TCG code buffer, devices).
@@ -50,6 +51,16 @@ pub const OVERCOMMIT: f64 = 1.05;
 /// vCPU while it boots).
 pub const CELLS_PER_CORE: usize = 2;
 
+/// Under round-robin TCG, the measured rule keeps this many cells more
+/// than the cores. Each keeps at most one core busy, and a guest the host
+/// deschedules stops whole (no vCPU spins on a sibling), so the extra cell
+/// costs little and fills what the others leave idle (boots, sleeps,
+/// timeouts). Measured on the default matrix, 2 cores, the same day:
+/// 2 cells at once 634 s (1.42 cores busy), 3 cells 584 s (1.73), the
+/// measured rule with learned demands 629-640 s (1.52-1.60)
+/// (docs/matrix.md, Scheduling).
+pub const ROUND_ROBIN_EXTRA: usize = 1;
+
 /// How often the measured rule looks at the host again while cells run.
 pub const TICK: Duration = Duration::from_secs(1);
 
@@ -64,6 +75,53 @@ pub enum Admission {
     Count(usize),
 }
 
+/// `--tcg-thread`: how TCG maps each guest's vCPUs onto host threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcgChoice {
+    /// Round-robin (`single`) when cells share the host, else `multi`.
+    Auto,
+    /// What was asked for.
+    Fixed(TcgThread),
+}
+
+impl TcgChoice {
+    /// `auto`, `multi` or `single` (empty: `auto`).
+    pub fn parse(s: &str) -> Result<TcgChoice, String> {
+        match s {
+            "" | "auto" => Ok(TcgChoice::Auto),
+            "multi" => Ok(TcgChoice::Fixed(TcgThread::Multi)),
+            "single" => Ok(TcgChoice::Fixed(TcgThread::Single)),
+            other => Err(format!(
+                "--tcg-thread {other:?}: expected auto, multi or single"
+            )),
+        }
+    }
+
+    /// The threading of a run of `cells` cells within `budget`. Cells that
+    /// share the host run round-robin: a multi-threaded guest's vCPUs spin
+    /// on siblings the host has descheduled (locks, IPIs, TLB shootdowns)
+    /// and overlap then costs more CPU than it saves wall time, while a
+    /// round-robin guest keeps at most one core and hands its thread on at
+    /// every `pause` (docs/matrix.md, Scheduling, has the measurements).
+    /// One cell at a time keeps QEMU's default, where vCPUs really run at
+    /// once.
+    pub fn resolve(self, budget: &Budget, cells: usize) -> TcgThread {
+        match self {
+            TcgChoice::Fixed(t) => t,
+            TcgChoice::Auto => {
+                let shared = cells > 1
+                    && budget.cores > 1
+                    && !matches!(budget.admission, Admission::Count(1));
+                if shared {
+                    TcgThread::Single
+                } else {
+                    TcgThread::Multi
+                }
+            }
+        }
+    }
+}
+
 /// Host resources cells may use at once.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Budget {
@@ -73,6 +131,9 @@ pub struct Budget {
     pub cores: u32,
     /// MiB of all running cells (guest memory + [`QEMU_OVERHEAD_MIB`]).
     pub mem_mib: u64,
+    /// Cells run round-robin TCG (one host thread each): the measured rule
+    /// then keeps one cell more than the cores ([`ROUND_ROBIN_EXTRA`]).
+    pub round_robin: bool,
 }
 
 /// What one cell needs, as the scheduler sees it.
@@ -141,6 +202,7 @@ impl Budget {
             admission,
             cores,
             mem_mib: avail_kib / 1024 * 3 / 4,
+            round_robin: false,
         }
     }
 
@@ -150,6 +212,7 @@ impl Budget {
             admission: Admission::Count(1),
             cores: u32::MAX,
             mem_mib: u64::MAX,
+            round_robin: false,
         }
     }
 
@@ -170,6 +233,12 @@ impl Budget {
     /// A line for the terminal: what the rule is.
     pub fn describe(&self) -> String {
         match self.admission {
+            Admission::Measured if self.round_robin => format!(
+                "round-robin TCG, {} cells on {} cores, {} MiB",
+                self.cores as usize + ROUND_ROBIN_EXTRA,
+                self.cores,
+                self.mem_mib
+            ),
             Admission::Measured => format!(
                 "measured CPU on {} cores, learned demand, {} MiB",
                 self.cores, self.mem_mib
@@ -205,14 +274,19 @@ impl Budget {
                     return false;
                 }
                 let exclusive = cell.exclusive || beside_exclusive;
-                let (per_core, overcommit) = if exclusive {
-                    (1, 1.0)
-                } else {
-                    (CELLS_PER_CORE, OVERCOMMIT)
-                };
-                if running.len() >= per_core * self.cores as usize {
+                let cores = self.cores as usize;
+                if exclusive {
+                    if running.len() >= cores {
+                        return false;
+                    }
+                } else if self.round_robin {
+                    // One core at most each: a count, whatever the load
+                    // says (docs/matrix.md, Scheduling).
+                    return running.len() < cores + ROUND_ROBIN_EXTRA;
+                } else if running.len() >= CELLS_PER_CORE * cores {
                     return false;
                 }
+                let overcommit = if exclusive { 1.0 } else { OVERCOMMIT };
                 let learned: f64 = running.iter().map(|n| n.demand).sum();
                 let load = learned.max(busy.unwrap_or(0.0));
                 load + cell.demand <= self.cores as f64 * overcommit
@@ -300,12 +374,64 @@ impl Scheduler {
 mod tests {
     use super::*;
 
+    #[test]
+    fn tcg_thread_is_round_robin_only_when_cells_share_the_host() {
+        let auto = TcgChoice::parse("auto").unwrap();
+        assert_eq!(TcgChoice::parse("").unwrap(), auto);
+        let on = |admission, cores, cells| {
+            auto.resolve(
+                &Budget {
+                    admission,
+                    cores,
+                    mem_mib: 8192,
+                    round_robin: false,
+                },
+                cells,
+            )
+        };
+        assert_eq!(on(Admission::Measured, 2, 79), TcgThread::Single);
+        assert_eq!(on(Admission::Count(3), 2, 79), TcgThread::Single);
+        assert_eq!(on(Admission::Declared, 2, 2), TcgThread::Single);
+        // One cell, one cell at a time, or one core: nothing to share.
+        assert_eq!(on(Admission::Measured, 2, 1), TcgThread::Multi);
+        assert_eq!(on(Admission::Count(1), 2, 79), TcgThread::Multi);
+        assert_eq!(on(Admission::Measured, 1, 79), TcgThread::Multi);
+        for (word, t) in [("multi", TcgThread::Multi), ("single", TcgThread::Single)] {
+            let fixed = TcgChoice::parse(word).unwrap();
+            assert_eq!(fixed.resolve(&budget(Admission::Count(1)), 1), t);
+            assert_eq!(fixed.resolve(&budget(Admission::Measured), 79), t);
+        }
+        let bad = TcgChoice::parse("rr").unwrap_err();
+        assert!(bad.contains("expected auto, multi or single"), "{bad}");
+    }
+
     fn budget(admission: Admission) -> Budget {
         Budget {
             admission,
             cores: 2,
             mem_mib: 8192,
+            round_robin: false,
         }
+    }
+
+    #[test]
+    fn round_robin_cells_keep_one_more_than_the_cores() {
+        let b = Budget {
+            round_robin: true,
+            ..budget(Admission::Measured)
+        };
+        let cell = Need::new(2, 768, Some(0.9), false, 2);
+        // Whatever their demand and the load: three on two cores.
+        assert!(b.fits(&[cell, cell], Some(2.0), &cell));
+        assert!(!b.fits(&[cell, cell, cell], Some(0.1), &cell));
+        // An exclusive cell still gets whole cores.
+        let alone = Need::new(2, 768, Some(0.9), true, 2);
+        assert!(!b.fits(&[alone], Some(0.9), &alone));
+        assert!(!b.fits(&[alone, cell], Some(1.0), &cell));
+        assert!(b.fits(&[alone], Some(0.5), &Need::new(2, 768, Some(0.4), false, 2)));
+        // Memory still bounds it.
+        let small_mem = Budget { mem_mib: 2000, ..b };
+        assert!(!small_mem.fits(&[cell, cell], Some(0.1), &cell));
     }
 
     fn need(vcpus: u32, demand: Option<f64>) -> Need {

@@ -67,6 +67,7 @@ fn same_boot(a: &ReadyCell, b: &ReadyCell) -> bool {
         && x.kernel_image == y.kernel_image
         && x.topology == y.topology
         && x.accel == y.accel
+        && x.tcg_thread == y.tcg_thread
         && x.cmdline_extra == y.cmdline_extra
         && x.timeout_scale == y.timeout_scale
         && x.boot_retries == y.boot_retries

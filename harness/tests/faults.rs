@@ -451,6 +451,7 @@ fn corrupt_run_plan_is_reported_as_bad_plan() {
     let topology = harness::topology::Topology::parse_spec("nodes=1,cpus=1,mem=256M").unwrap();
     let spec = harness::qemu::VmSpec {
         accel: harness::qemu::Accel::Tcg,
+        tcg_thread: harness::qemu::TcgThread::Multi,
         topology,
         kernel: kernel_image(),
         initrd,

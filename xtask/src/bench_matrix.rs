@@ -7,8 +7,13 @@
 //! Per run: wall time, cores busy, failed cells; per invocation: flaky
 //! cells (passed in one run, not in another).
 //!
+//! Each entry of `--jobs` is `-j`'s value, optionally with `:multi` or
+//! `:single` for `--tcg-thread` (without: the harness's `auto`, which is
+//! round-robin TCG whenever cells share the host): `auto:multi` is the
+//! measured rule with a host thread per vCPU, as before round-robin.
+//!
 //! Options: `--runs N` (default 2), `--jobs LIST` (default
-//! `1,vcpus,auto`), `--full` (the whole default matrix), `--out DIR`
+//! `1,vcpus:multi,auto:multi,auto`), `--full` (the whole default matrix), `--out DIR`
 //! (default target/bench); anything after `--` goes to `harness matrix` as
 //! the cell selection (default: `--suite smoke --topology
 //! 1n2c,2n2c,4n1c-dist`, 27 cells of the default matrix).
@@ -31,7 +36,9 @@ struct Opts {
 fn opts(args: &[String], root: &Path) -> Result<Opts> {
     let mut o = Opts {
         runs: 2,
-        jobs: ["1", "vcpus", "auto"].map(String::from).to_vec(),
+        jobs: ["1", "vcpus:multi", "auto:multi", "auto"]
+            .map(String::from)
+            .to_vec(),
         out: root.join("target").join("bench"),
         select: ["--suite", "smoke", "--topology", "1n2c,2n2c,4n1c-dist"]
             .map(String::from)
@@ -54,7 +61,20 @@ fn opts(args: &[String], root: &Path) -> Result<Opts> {
     if o.runs == 0 || o.jobs.is_empty() {
         bail!("--runs must be >= 1 and --jobs non-empty");
     }
+    if let Some(bad) = o
+        .jobs
+        .iter()
+        .find(|j| !matches!(job_words(j).1, "auto" | "multi" | "single"))
+    {
+        bail!("--jobs {bad:?}: the part after ':' must be multi, single or auto");
+    }
     Ok(o)
+}
+
+/// A `--jobs` entry's `-j` and `--tcg-thread` values: `auto:multi` ->
+/// (`auto`, `multi`); `2` -> (`2`, `auto`).
+fn job_words(entry: &str) -> (&str, &str) {
+    entry.split_once(':').unwrap_or((entry, "auto"))
 }
 
 /// `QEMU CPU 999.4 s = 0.93 cores busy` from the matrix summary line.
@@ -137,13 +157,14 @@ pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
         for k in 0..o.jobs.len() {
             let i = (k + r) % o.jobs.len();
             let j = &o.jobs[i];
+            let (jobs, thread) = job_words(j);
             let mut c = Command::new(&harness);
-            c.args(["matrix", "-j", j, "--out"])
-                .arg(o.out.join(format!("matrix-j{j}")))
+            c.args(["matrix", "-j", jobs, "--tcg-thread", thread, "--out"])
+                .arg(o.out.join(format!("matrix-j{}", j.replace(':', "-"))))
                 .arg("--costs")
                 .arg(&costs)
                 .args(&o.select);
-            let log = logs.join(format!("j{j}-{r}.log"));
+            let log = logs.join(format!("j{}-{r}.log", j.replace(':', "-")));
             let (secs, code, text) = timed(c, Duration::from_secs(4 * 3600), &log)?;
             let busy = cores_busy(&text).unwrap_or(0.0);
             let (passed, total) = cells_passed(&text).unwrap_or((0, 0));
@@ -270,7 +291,10 @@ mod tests {
         assert!(opts(&["--bogus".into()], Path::new("/r")).is_err());
         let o = opts(&["--full".into()], Path::new("/r")).unwrap();
         assert!(o.select.is_empty());
-        assert_eq!(o.jobs, ["1", "vcpus", "auto"]);
+        assert_eq!(o.jobs, ["1", "vcpus:multi", "auto:multi", "auto"]);
         assert!(opts(&["--runs".into(), "0".into()], Path::new("/r")).is_err());
+        assert_eq!(job_words("auto:multi"), ("auto", "multi"));
+        assert_eq!(job_words("2"), ("2", "auto"));
+        assert!(opts(&["--jobs".into(), "auto:rr".into()], Path::new("/r")).is_err());
     }
 }

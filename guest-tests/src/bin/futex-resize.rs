@@ -312,7 +312,8 @@ fn scenario_pi(e: &Expect, sizes: &[u64]) -> Check {
             (l, mine, u, took, before_deadline_ms)
         })?);
     }
-    if let Err(o) = hash::wait_blocked(
+    // This thread owns the lock: it sleeps while another polls.
+    if let Err(o) = hash::wait_blocked_apart(
         &hash::tids(&ws)?,
         libc::SYS_futex,
         PI_BLOCK,

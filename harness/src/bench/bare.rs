@@ -28,7 +28,8 @@ pub fn argv(
     };
     [
         qemu::base_args(),
-        qemu::accel_args(accel),
+        // A harness cell runs one at a time here: multi-threaded, like it.
+        qemu::accel_args(accel, qemu::TcgThread::Multi),
         qemu::smp_mem_args(topology),
         qemu::numa_args(topology),
         // The same image (PVH ELF) and boot words (clocksource, learned

@@ -88,6 +88,7 @@ pub fn vm_spec(
     cmdline.extend(spec.cmdline_extra.iter().cloned());
     VmSpec {
         accel,
+        tcg_thread: spec.tcg_thread,
         topology: spec.topology.clone(),
         // Its PVH ELF where it has one: no decompression in the guest.
         kernel: crate::kernel::pvh::boot_image(&spec.kernel_image),
@@ -223,6 +224,7 @@ mod tests {
             suite_label: "smoke".into(),
             tests: vec![],
             accel: Accel::Tcg,
+            tcg_thread: Default::default(),
             cmdline_extra: vec!["quiet".into()],
             watchdog: None,
             timeout_scale: 1.0,

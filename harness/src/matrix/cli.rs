@@ -22,6 +22,8 @@ pub struct Request {
     pub matrix: PathBuf,
     /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
     pub jobs: String,
+    /// Under TCG: `auto`, `multi` or `single` ([`crate::schedule::TcgChoice`]).
+    pub tcg_thread: String,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
     pub kernel: Vec<String>,
     /// Only topologies whose name matches (glob).
@@ -161,6 +163,8 @@ pub async fn matrix(
         None => (1, 1),
     };
     let admission = Budget::parse_jobs(&args.jobs).map_err(MatrixError::Usage)?;
+    let tcg_choice =
+        crate::schedule::TcgChoice::parse(&args.tcg_thread).map_err(MatrixError::Usage)?;
     let costs_path = args
         .costs
         .clone()
@@ -223,7 +227,15 @@ pub async fn matrix(
                 .map_err(|e| Error::usage(format!("kernel {} ({}): {e}", k.name, k.spec_text)))?;
         }
     }
-    let budget = Budget::from_host(admission);
+    let mut budget = Budget::from_host(admission);
+    let tcg_thread = tcg_choice.resolve(&budget, cells.len());
+    // The count of round-robin cells holds where they run under TCG (the
+    // choice means nothing to KVM, whose cells keep the measured rule).
+    let under_tcg = matches!(
+        crate::host::choose_accel(crate::host::AccelChoice::Auto, &crate::host::probe_kvm()),
+        Ok((crate::qemu::Accel::Tcg, _))
+    );
+    budget.round_robin = under_tcg && tcg_thread == crate::qemu::TcgThread::Single;
     let opts = Options {
         out_dir: args.out.clone(),
         budget,
@@ -233,11 +245,13 @@ pub async fn matrix(
         gdb: args.gdb.clone(),
         costs: costs.clone(),
         share_boots: !args.boot_per_cell,
+        tcg_thread,
     };
     eprintln!(
-        "harness: {} cells (shard {shard_i}/{shard_n}), budget: {}; costs: {}",
+        "harness: {} cells (shard {shard_i}/{shard_n}), budget: {}, TCG thread={}; costs: {}",
         cells.len(),
         budget.describe(),
+        tcg_thread.name(),
         if costs.is_empty() {
             format!("none learned yet ({})", costs_path.display())
         } else {

@@ -40,6 +40,8 @@ pub struct Options {
     /// Cells whose VM would be the same boot once together
     /// ([`crate::shared_boot`]; off with `--boot-per-cell`).
     pub share_boots: bool,
+    /// TCG's vCPU threads for every cell (`--tcg-thread`, resolved).
+    pub tcg_thread: crate::qemu::TcgThread,
 }
 
 /// Where a cell's logs and JUnit go.
@@ -157,6 +159,7 @@ async fn plan_cell(
     );
     req.name = cell.name.clone();
     req.kernel_name = kernel.name.clone();
+    req.tcg_thread = opts.tcg_thread;
     req.cmdline = cell.cmdline.clone();
     req.debug.qemu_args = cell.qemu_args.clone();
     if let Some((addr, wait)) = &opts.gdb {
@@ -181,6 +184,21 @@ async fn plan_cell(
     ));
     req.known_failures = suite.known_failures.clone();
     Ok(planner::cell(meta.index, req))
+}
+
+/// The cores cell `c` keeps busy, as the scheduler counts them: what
+/// earlier runs learned (else, for the runner, half a core per vCPU); a
+/// round-robin guest never more than one core.
+fn demand(m: &Matrix, c: usize, opts: &Options) -> Option<f64> {
+    let learned = opts.costs.get(&m.cells[c].name).and_then(|k| k.demand());
+    match opts.tcg_thread {
+        crate::qemu::TcgThread::Multi => learned,
+        crate::qemu::TcgThread::Single => {
+            let vcpus = m.topologies[m.cells[c].topology].topology.cpus() as f64;
+            let d = learned.unwrap_or(vcpus * crate::schedule::DEFAULT_DEMAND_PER_VCPU);
+            Some(d.min(1.0))
+        }
+    }
 }
 
 /// Runs `cells` (indices into `m.cells`). Returns one outcome per cell, in
@@ -231,7 +249,7 @@ pub async fn run(
         .iter()
         .zip(&est)
         .map(|(&c, &seconds)| crate::schedule::Placement {
-            demand: opts.costs.get(&m.cells[c].name).and_then(|k| k.demand()),
+            demand: demand(m, c, opts),
             exclusive: m.suites[m.cells[c].suite].exclusive,
             seconds: Some(seconds),
         })

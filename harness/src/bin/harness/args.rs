@@ -25,6 +25,11 @@ pub struct MatrixArgs {
         value_name = "auto|vcpus|N"
     )]
     pub jobs: String,
+    /// Under TCG: `auto` (every vCPU of a guest on one host thread,
+    /// `single`, when cells share the host; `multi` when one runs at a
+    /// time), `multi` (a host thread per vCPU) or `single`.
+    #[arg(long, value_name = "auto|multi|single", default_value = "auto")]
+    pub tcg_thread: String,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
     #[arg(long)]
     pub kernel: Vec<String>,
@@ -113,6 +118,7 @@ impl MatrixArgs {
         cli::Request {
             matrix: self.matrix,
             jobs: self.jobs,
+            tcg_thread: self.tcg_thread,
             kernel: self.kernel,
             topology: self.topology,
             suite: self.suite,

@@ -140,6 +140,10 @@ struct RunArgs {
     /// Accelerator: auto uses KVM only where hardware KVM really works.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     accel: AccelChoice,
+    /// Under TCG: one host thread per vCPU (`multi`, QEMU's default) or
+    /// every vCPU on one thread in turns (`single`).
+    #[arg(long, value_enum, default_value_t = harness::qemu::TcgThread::Multi)]
+    tcg_thread: harness::qemu::TcgThread,
     /// Whole-VM watchdog in seconds (default: boot allowance + test timeouts).
     #[arg(long)]
     timeout: Option<u64>,
@@ -421,6 +425,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         out_dir.clone(),
     );
     req.topology_check = !args.no_topology_check;
+    req.tcg_thread = args.tcg_thread;
     req.cmdline = args
         .append
         .as_deref()
