@@ -132,7 +132,8 @@ pub struct Budget {
     /// MiB of all running cells (guest memory + [`QEMU_OVERHEAD_MIB`]).
     pub mem_mib: u64,
     /// Cells run round-robin TCG (one host thread each): the measured rule
-    /// then keeps one cell more than the cores ([`ROUND_ROBIN_EXTRA`]).
+    /// then keeps one cell more than the cores ([`ROUND_ROBIN_EXTRA`]) and
+    /// counts no cell's demand above one core.
     pub round_robin: bool,
 }
 
@@ -287,9 +288,13 @@ impl Budget {
                     return false;
                 }
                 let overcommit = if exclusive { 1.0 } else { OVERCOMMIT };
-                let learned: f64 = running.iter().map(|n| n.demand).sum();
+                // A round-robin guest never keeps more than one core busy,
+                // whatever was learned or assumed per vCPU.
+                let most = if self.round_robin { 1.0 } else { f64::MAX };
+                let demand = |n: &Need| n.demand.min(most);
+                let learned: f64 = running.iter().map(demand).sum();
                 let load = learned.max(busy.unwrap_or(0.0));
-                load + cell.demand <= self.cores as f64 * overcommit
+                load + demand(cell) <= self.cores as f64 * overcommit
             }
         }
     }
@@ -429,6 +434,11 @@ mod tests {
         assert!(!b.fits(&[alone], Some(0.9), &alone));
         assert!(!b.fits(&[alone, cell], Some(1.0), &cell));
         assert!(b.fits(&[alone], Some(0.5), &Need::new(2, 768, Some(0.4), false, 2)));
+        // Beside an exclusive cell, an 18-vCPU guest (9 cores by the
+        // per-vCPU default, capped at the host's 2) counts one core.
+        let wide = Need::new(18, 768, None, false, 2);
+        assert!(b.fits(&[alone], Some(0.5), &wide));
+        assert!(!budget(Admission::Measured).fits(&[alone], Some(0.5), &wide));
         // Memory still bounds it.
         let small_mem = Budget { mem_mib: 2000, ..b };
         assert!(!small_mem.fits(&[cell, cell], Some(0.1), &cell));

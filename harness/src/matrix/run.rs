@@ -186,21 +186,6 @@ async fn plan_cell(
     Ok(planner::cell(meta.index, req))
 }
 
-/// The cores cell `c` keeps busy, as the scheduler counts them: what
-/// earlier runs learned (else, for the runner, half a core per vCPU); a
-/// round-robin guest never more than one core.
-fn demand(m: &Matrix, c: usize, opts: &Options) -> Option<f64> {
-    let learned = opts.costs.get(&m.cells[c].name).and_then(|k| k.demand());
-    match opts.tcg_thread {
-        crate::qemu::TcgThread::Multi => learned,
-        crate::qemu::TcgThread::Single => {
-            let vcpus = m.topologies[m.cells[c].topology].topology.cpus() as f64;
-            let d = learned.unwrap_or(vcpus * crate::schedule::DEFAULT_DEMAND_PER_VCPU);
-            Some(d.min(1.0))
-        }
-    }
-}
-
 /// Runs `cells` (indices into `m.cells`). Returns one outcome per cell, in
 /// the order given (cells never started are not run).
 pub async fn run(
@@ -249,7 +234,7 @@ pub async fn run(
         .iter()
         .zip(&est)
         .map(|(&c, &seconds)| crate::schedule::Placement {
-            demand: demand(m, c, opts),
+            demand: opts.costs.get(&m.cells[c].name).and_then(|k| k.demand()),
             exclusive: m.suites[m.cells[c].suite].exclusive,
             seconds: Some(seconds),
         })
