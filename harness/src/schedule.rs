@@ -57,7 +57,9 @@ pub const CELLS_PER_CORE: usize = 2;
 /// costs little and fills what the others leave idle (boots, sleeps,
 /// timeouts). Measured on the default matrix, 2 cores, the same day:
 /// 2 cells at once 634 s (1.42 cores busy), 3 cells 584 s (1.73), the
-/// measured rule with learned demands 629-640 s (1.52-1.60)
+/// measured rule with learned demands 629-640 s (1.52-1.60); 4 cells
+/// 697 s (1.88, but 1,307 s of QEMU CPU against 1,013 s: two QEMUs taking
+/// turns on a core cost a third more CPU for the same work)
 /// (docs/matrix.md, Scheduling).
 pub const ROUND_ROBIN_EXTRA: usize = 1;
 
