@@ -394,7 +394,11 @@ impl Waiters {
         // Generous: a loaded TCG host can take seconds to schedule a
         // waiter into its syscall (measured: 5 s was once not enough for
         // LOCK_PI under a full matrix); only a real failure waits it out.
-        hash::wait_blocked(
+        // Polled from a helper thread while this one sleeps: the caller
+        // often owns the PI lock the waiter spins on, and an owner reading
+        // the waiter's /proc waits for it to leave its CPU while the
+        // waiter spins for the owner to leave its own (docs/findings.md).
+        hash::wait_blocked_apart(
             &[self.tids[id]],
             self.nrs[id],
             Duration::from_secs(30),
