@@ -168,11 +168,12 @@ pub async fn run_with_shares(
     bins: &GuestBins,
     cancel: &CancellationToken,
 ) -> Result<CellResult, CellError> {
-    run_attached(spec, shares, qemu, bins, cancel, None).await
+    run_attached(spec, shares, qemu, bins, cancel, None, None).await
 }
 
 /// [`run_with_shares`], its console and result lines sent to `live` as
-/// they come when the cell asks for them (`--live`).
+/// they come when the cell asks for them (`--live`), its QEMU in the host
+/// class `class` says (the runner's [`crate::fill`]).
 pub async fn run_attached(
     spec: &CellSpec,
     shares: &crate::share::ShareSetup,
@@ -180,6 +181,7 @@ pub async fn run_attached(
     bins: &GuestBins,
     cancel: &CancellationToken,
     live: Option<LiveTap>,
+    class: Option<crate::sched_class::ClassHandle>,
 ) -> Result<CellResult, CellError> {
     let started = SystemTime::now();
     std::fs::create_dir_all(&spec.out_dir).map_err(|source| CellError::Dir {
@@ -229,6 +231,7 @@ pub async fn run_attached(
             attach: Attach {
                 live: spec.debug.live.then(|| live.clone()).flatten(),
                 dump: dump.clone(),
+                class: class.clone(),
             },
             wedge: (!spec.debug.interactive()).then(|| WedgeWatch::for_plan(&guest.plan)),
         };

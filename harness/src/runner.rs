@@ -140,11 +140,12 @@ async fn boot_runs(
     bins: &crate::guestbin::GuestBins,
     cancel: &CancellationToken,
     live: crate::vm::LiveTap,
+    class: Option<crate::sched_class::ClassHandle>,
 ) -> Boots {
     let boot = |spec: crate::cell::CellSpec| {
-        let live = live.clone();
+        let (live, class) = (live.clone(), class.clone());
         async move {
-            crate::cell::run_attached(&spec, &ready.shares, qemu, bins, cancel, Some(live))
+            crate::cell::run_attached(&spec, &ready.shares, qemu, bins, cancel, Some(live), class)
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -275,6 +276,14 @@ pub async fn run(
     let (t1, cpu1) = (Instant::now(), children_cpu_secs());
     let mut running: tokio::task::JoinSet<(Box<Booted>, Boots)> = tokio::task::JoinSet::new();
     let mut sched = crate::schedule::Scheduler::new(opts.budget);
+    // Cells beyond one per core at SCHED_IDLE (crate::fill), looked at
+    // every fill::TICK while any runs idle.
+    let mut fill = opts
+        .budget
+        .fill
+        .then(|| crate::fill::Fill::new(opts.budget.cores as usize));
+    let mut fill_tick = tokio::time::interval(crate::fill::TICK);
+    fill_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Live lines of cells that ask for them (`--live`), forwarded in order.
     let (live_tx, mut live_rx) = tokio::sync::mpsc::channel(crate::vm::LIVE_BACKLOG);
     let mut stop = false;
@@ -319,6 +328,7 @@ pub async fn run(
             };
             let riders: Vec<ReadyCell> = g.riders.iter().filter_map(|&r| ready_of(r)).collect();
             sched.start(i, need(&g), placement(&g).seconds);
+            let class = fill.as_mut().map(|f| f.start(i, Instant::now()));
             for m in g.members() {
                 reporters.send(&Event::CellStarted {
                     index: m,
@@ -333,11 +343,11 @@ pub async fn run(
             running.spawn(async move {
                 let booted = Box::new(Booted { host, riders });
                 let r = if booted.riders.is_empty() {
-                    boot_runs(&booted.host, &qemu, &bins, &cancel, live).await
+                    boot_runs(&booted.host, &qemu, &bins, &cancel, live, class).await
                 } else {
                     let refs: Vec<&ReadyCell> = booted.riders.iter().collect();
                     let one = crate::shared_boot::merged(&booted.host, &refs);
-                    boot_runs(&one, &qemu, &bins, &cancel, live).await
+                    boot_runs(&one, &qemu, &bins, &cancel, live, class).await
                 };
                 (booted, r)
             });
@@ -345,8 +355,14 @@ pub async fn run(
         // The measured rule looks at the host again now and then: a
         // running cell going idle makes room without ending.
         let recheck = sched.recheck().filter(|_| !pending.is_empty() && !stop);
+        let filling = fill.as_ref().is_some_and(crate::fill::Fill::filling);
         let joined = loop {
             tokio::select! {
+                _ = fill_tick.tick(), if filling => {
+                    if let Some(f) = fill.as_mut() {
+                        f.tick(Instant::now(), crate::sched_class::ClassHandle::run_delay);
+                    }
+                }
                 j = running.join_next() => break Some(j),
                 Some((index, line)) = live_rx.recv() => {
                     reporters.send(&Event::Live { index, line })?;
@@ -366,7 +382,13 @@ pub async fn run(
         };
         let (booted, r) = joined.map_err(|e| Error::infra(format!("internal error: {e}")))?;
         sched.finish(booted.host.meta.index);
-        for o in booted.outcomes(r) {
+        let note = fill
+            .as_mut()
+            .and_then(|f| f.finish(booted.host.meta.index, Instant::now()));
+        for mut o in booted.outcomes(r) {
+            if let (Some(note), Some(r)) = (&note, o.result.as_mut()) {
+                r.notes.push(note.clone());
+            }
             stop |= opts.fail_fast && !o.status.ok();
             reporters.send(&Event::CellFinished(Box::new(o.clone())))?;
             let i = o.meta.index;

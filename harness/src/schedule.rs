@@ -137,6 +137,11 @@ pub struct Budget {
     /// then keeps one cell more than the cores ([`ROUND_ROBIN_EXTRA`]) and
     /// counts no cell's demand above one core.
     pub round_robin: bool,
+    /// Round-robin cells beyond one per core run at `SCHED_IDLE`
+    /// ([`crate::fill`]): the measured rule then keeps
+    /// [`crate::fill::FILL`] cells more than the cores, not
+    /// [`ROUND_ROBIN_EXTRA`].
+    pub fill: bool,
 }
 
 /// What one cell needs, as the scheduler sees it.
@@ -206,6 +211,7 @@ impl Budget {
             cores,
             mem_mib: avail_kib / 1024 * 3 / 4,
             round_robin: false,
+            fill: false,
         }
     }
 
@@ -216,6 +222,7 @@ impl Budget {
             cores: u32::MAX,
             mem_mib: u64::MAX,
             round_robin: false,
+            fill: false,
         }
     }
 
@@ -236,6 +243,13 @@ impl Budget {
     /// A line for the terminal: what the rule is.
     pub fn describe(&self) -> String {
         match self.admission {
+            Admission::Measured if self.fill => format!(
+                "round-robin TCG, {} normal cells on {} cores + {} at SCHED_IDLE filling what they leave idle, {} MiB",
+                self.cores,
+                self.cores,
+                crate::fill::FILL,
+                self.mem_mib
+            ),
             Admission::Measured if self.round_robin => format!(
                 "round-robin TCG, {} cells on {} cores, {} MiB",
                 self.cores as usize + ROUND_ROBIN_EXTRA,
@@ -285,7 +299,12 @@ impl Budget {
                 } else if self.round_robin {
                     // One core at most each: a count, whatever the load
                     // says (docs/matrix.md, Scheduling).
-                    return running.len() < cores + ROUND_ROBIN_EXTRA;
+                    let extra = if self.fill {
+                        crate::fill::FILL
+                    } else {
+                        ROUND_ROBIN_EXTRA
+                    };
+                    return running.len() < cores + extra;
                 } else if running.len() >= CELLS_PER_CORE * cores {
                     return false;
                 }
@@ -392,6 +411,7 @@ mod tests {
                     cores,
                     mem_mib: 8192,
                     round_robin: false,
+                    fill: false,
                 },
                 cells,
             )
@@ -418,6 +438,7 @@ mod tests {
             cores: 2,
             mem_mib: 8192,
             round_robin: false,
+            fill: false,
         }
     }
 
@@ -444,6 +465,35 @@ mod tests {
         // Memory still bounds it.
         let small_mem = Budget { mem_mib: 2000, ..b };
         assert!(!small_mem.fits(&[cell, cell], Some(0.1), &cell));
+    }
+
+    #[test]
+    fn filling_keeps_two_idle_cells_beside_one_normal_per_core() {
+        let b = Budget {
+            round_robin: true,
+            fill: true,
+            ..budget(Admission::Measured)
+        };
+        let cell = Need::new(2, 768, Some(0.9), false, 2);
+        assert!(b.fits(&[cell; 3], Some(2.0), &cell));
+        assert!(!b.fits(&[cell; 4], Some(0.1), &cell));
+        // An exclusive cell starts only beside fewer cells than cores (so
+        // beside normal ones only), and nothing fills beside it.
+        let alone = Need::new(2, 768, Some(0.9), true, 2);
+        assert!(!b.fits(&[cell, cell], Some(0.5), &alone));
+        assert!(b.fits(&[cell], Some(0.5), &alone));
+        assert!(!b.fits(&[alone, cell], Some(0.5), &cell));
+        assert!(
+            b.describe().contains("+ 2 at SCHED_IDLE"),
+            "{}",
+            b.describe()
+        );
+        // Only the measured rule fills: -j N is what it says.
+        let counted = Budget {
+            admission: Admission::Count(3),
+            ..b
+        };
+        assert!(!counted.fits(&[cell; 3], Some(0.1), &cell));
     }
 
     fn need(vcpus: u32, demand: Option<f64>) -> Need {

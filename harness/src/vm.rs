@@ -418,7 +418,11 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let start = Instant::now();
-    let mut child = crate::procs::spawn_guarded(&mut cmd).map_err(|source| VmError::Spawn {
+    let spawned = match &req.attach.class {
+        Some(class) => class.spawn(&mut cmd),
+        None => crate::procs::spawn_guarded(&mut cmd),
+    };
+    let mut child = spawned.map_err(|source| VmError::Spawn {
         qemu: req.qemu.path.clone(),
         source,
     })?;

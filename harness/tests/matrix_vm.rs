@@ -66,6 +66,7 @@ struct MiniRun {
     matrix: PathBuf,
     out: PathBuf,
     stdout: String,
+    stderr: String,
     /// The `--json` results file.
     results: serde_json::Value,
 }
@@ -81,7 +82,7 @@ fn run_mini(extra: &[&str]) -> MiniRun {
     args.extend(extra);
     let r = harness(&matrix, &out, &args).output().unwrap();
     let stdout = String::from_utf8_lossy(&r.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&r.stderr);
+    let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
     assert_eq!(
         r.status.code(),
         Some(0),
@@ -93,6 +94,7 @@ fn run_mini(extra: &[&str]) -> MiniRun {
         matrix,
         out,
         stdout,
+        stderr,
         results,
     }
 }
@@ -109,6 +111,7 @@ fn mini_matrix_runs_end_to_end() {
         matrix: m,
         out,
         stdout,
+        stderr,
         results: doc,
     } = run_mini(&[]);
     let want = [
@@ -150,6 +153,24 @@ fn mini_matrix_runs_end_to_end() {
         assert_eq!(c["vm"]["accel"], "tcg");
     }
     assert!(doc["run"]["stats"]["cells_wall_s"].as_f64().unwrap() > 0.0);
+    // Under round-robin TCG the four cells start together: one normal per
+    // core, the rest at SCHED_IDLE (harness::fill), and those say so.
+    let idle_notes = cells
+        .iter()
+        .filter(|c| {
+            c["vm"]["notes"].as_array().unwrap().iter().any(|n| {
+                n.as_str()
+                    .unwrap()
+                    .starts_with("host: started at SCHED_IDLE")
+            })
+        })
+        .count();
+    if stderr.contains("at SCHED_IDLE filling") {
+        let cores = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(idle_notes, 4usize.saturating_sub(cores), "{doc}");
+    } else {
+        assert_eq!(idle_notes, 0, "no filling without it: {stderr}");
+    }
     // The summary table: one row per kernel, one column per topology.
     let row = stdout
         .lines()

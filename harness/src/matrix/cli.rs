@@ -236,6 +236,11 @@ pub async fn matrix(
         Ok((crate::qemu::Accel::Tcg, _))
     );
     budget.round_robin = under_tcg && tcg_thread == crate::qemu::TcgThread::Single;
+    // Cells beyond the cores fill at SCHED_IDLE (crate::fill) where the
+    // harness may move them back to normal.
+    budget.fill = budget.round_robin
+        && budget.admission == crate::schedule::Admission::Measured
+        && crate::sched_class::can_promote();
     let opts = Options {
         out_dir: args.out.clone(),
         budget,

@@ -44,6 +44,9 @@ pub struct Attach {
     /// A guest memory image on a panic or at the watchdog: the directory
     /// and the format asked for.
     pub dump: Option<(PathBuf, DumpFormat)>,
+    /// The host class QEMU runs in, changed by the runner while it runs
+    /// ([`crate::fill`]); none: normal.
+    pub class: Option<crate::sched_class::ClassHandle>,
 }
 
 /// Makes a [`LiveLine`] of a sanitised line (which port it came from).
