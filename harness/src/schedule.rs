@@ -11,7 +11,10 @@
 //!   (timing-sensitive: upstream's fixed timeouts), the cores are not
 //!   overcommitted: it starts, and others start beside it, only while the
 //!   load and the demands fit the cores themselves, one cell per core,
-//!   one such cell at a time.
+//!   one such cell at a time. Under round-robin TCG with filling
+//!   ([`Budget::fill`], [`crate::fill`]) it is a count instead: one normal
+//!   cell per core and [`crate::fill::FILL`] more at `SCHED_IDLE`; an
+//!   `exclusive` cell then needs a normal slot, a core of its own.
 //! - **`vcpus`** ([`Admission::Declared`]): the declared vCPUs of running
 //!   cells stay within the host's cores (the rule before measurement;
 //!   kept for `bench-matrix` to compare against).
@@ -140,7 +143,8 @@ pub struct Budget {
     /// Round-robin cells beyond one per core run at `SCHED_IDLE`
     /// ([`crate::fill`]): the measured rule then keeps
     /// [`crate::fill::FILL`] cells more than the cores, not
-    /// [`ROUND_ROBIN_EXTRA`].
+    /// [`ROUND_ROBIN_EXTRA`], and an `exclusive` cell needs only a normal
+    /// slot (a core of its own), not to run alone.
     pub fill: bool,
 }
 
@@ -282,6 +286,18 @@ impl Budget {
                 let v: u32 = running.iter().map(|n| n.vcpus).sum();
                 v.saturating_add(cell.vcpus) <= self.cores
             }
+            Admission::Measured if self.fill => {
+                // Normal cells never outnumber the cores (crate::fill),
+                // so each has a core of its own, and idle ones take only
+                // what the normal ones leave. An exclusive cell needs a
+                // normal slot: free only while fewer cells than cores run.
+                let cores = self.cores as usize;
+                if cell.exclusive {
+                    running.len() < cores
+                } else {
+                    running.len() < cores + crate::fill::FILL
+                }
+            }
             Admission::Measured => {
                 // A timing-sensitive cell gets its share of the cores
                 // whole: no overcommit, no more cells than cores, never
@@ -299,12 +315,7 @@ impl Budget {
                 } else if self.round_robin {
                     // One core at most each: a count, whatever the load
                     // says (docs/matrix.md, Scheduling).
-                    let extra = if self.fill {
-                        crate::fill::FILL
-                    } else {
-                        ROUND_ROBIN_EXTRA
-                    };
-                    return running.len() < cores + extra;
+                    return running.len() < cores + ROUND_ROBIN_EXTRA;
                 } else if running.len() >= CELLS_PER_CORE * cores {
                     return false;
                 }
@@ -477,12 +488,16 @@ mod tests {
         let cell = Need::new(2, 768, Some(0.9), false, 2);
         assert!(b.fits(&[cell; 3], Some(2.0), &cell));
         assert!(!b.fits(&[cell; 4], Some(0.1), &cell));
-        // An exclusive cell starts only beside fewer cells than cores (so
-        // beside normal ones only), and nothing fills beside it.
+        // An exclusive cell starts only into a normal slot (fewer cells
+        // than cores), beside another one too: each has its own core.
+        // Idle cells fill beside it.
         let alone = Need::new(2, 768, Some(0.9), true, 2);
         assert!(!b.fits(&[cell, cell], Some(0.5), &alone));
-        assert!(b.fits(&[cell], Some(0.5), &alone));
-        assert!(!b.fits(&[alone, cell], Some(0.5), &cell));
+        assert!(b.fits(&[cell], Some(1.9), &alone));
+        assert!(b.fits(&[alone], Some(1.9), &alone));
+        assert!(!b.fits(&[alone, alone], Some(0.5), &alone));
+        assert!(b.fits(&[alone, cell], Some(1.9), &cell));
+        assert!(b.fits(&[alone, alone, cell], Some(1.9), &cell));
         assert!(
             b.describe().contains("+ 2 at SCHED_IDLE"),
             "{}",
