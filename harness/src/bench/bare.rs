@@ -57,7 +57,11 @@ fn boot_words(accel: Accel, kernel: &Path) -> Vec<String> {
         .then(|| crate::kernel::lpj::known(kernel))
         .flatten()
         .map(|n| format!("lpj={n}"));
+    let tsc = (accel == Accel::Tcg)
+        .then(crate::kernel::tsc::cmdline_word)
+        .flatten();
     lpj.into_iter()
+        .chain(tsc)
         .chain(qemu::tcg_clock_cmdline(accel).map(String::from))
         .collect()
 }

@@ -84,6 +84,11 @@ pub fn vm_spec(
         .map(|n| format!("lpj={n}"))
         .into_iter()
         .collect();
+    // Under TCG, the host's TSC rate: a guest descheduled while it
+    // calibrates its own can get it wrong by far (kernel::tsc).
+    if accel == Accel::Tcg {
+        cmdline.extend(crate::kernel::tsc::cmdline_word());
+    }
     cmdline.extend(crate::debug::cmdline_words(&spec.debug));
     cmdline.extend(spec.cmdline_extra.iter().cloned());
     VmSpec {
@@ -273,12 +278,20 @@ mod tests {
             "kernel: debian:7.3.4 (/cache/vmlinuz)\n",
             "  exec-1: /bin/sh -c 'grep -c processor /proc/cpuinfo' (timeout 120 s)\n",
             "  /init (from /g/guest-init)\n  /harness/plan.json (10 bytes)\n",
-            "random.trust_cpu=on tsc=reliable panic=0 quiet\n",
+            "random.trust_cpu=on tsc=reliable ",
+            " panic=0 quiet\n",
             "qemu: /usr/bin/qemu-system-x86_64 -nodefaults",
             "path=<cell-temp-dir>/console-1.sock",
             "-device pvpanic -d guest_errors\n",
         ] {
             assert!(text.contains(want), "{want:?} not in\n{text}");
+        }
+        // Under TCG the host's TSC rate, where it has a constant one.
+        if let Some(word) = crate::kernel::tsc::cmdline_word() {
+            assert!(
+                text.contains(&format!("tsc=reliable {word} panic=0")),
+                "{text}"
+            );
         }
     }
 }

@@ -16,6 +16,7 @@ pub mod pvh;
 pub mod source;
 pub mod spec;
 pub mod tree;
+pub mod tsc;
 pub mod virtiofs;
 
 // The apt format parsers are part of the archive client; the old path stays.
