@@ -352,7 +352,8 @@ struct Running {
 impl Scheduler {
     /// Nothing running yet.
     pub fn new(budget: Budget) -> Scheduler {
-        let meter = (budget.admission == Admission::Measured).then(CpuMeter::new);
+        // Filling is a count: only an ending cell makes room.
+        let meter = (budget.admission == Admission::Measured && !budget.fill).then(CpuMeter::new);
         Scheduler {
             budget,
             running: Vec::new(),
@@ -637,6 +638,13 @@ mod tests {
         assert!(s.admits(&need(9, None)));
         let s = Scheduler::new(budget(Admission::Count(2)));
         assert_eq!(s.recheck(), None);
+        let mut s = Scheduler::new(Budget {
+            round_robin: true,
+            fill: true,
+            ..budget(Admission::Measured)
+        });
+        s.start(3, need(2, Some(0.1)), None);
+        assert_eq!(s.recheck(), None, "filling counts cells");
     }
 
     #[test]
