@@ -52,6 +52,20 @@ pub enum ReportKind {
 }
 
 impl ReportKind {
+    /// Every kind.
+    pub const ALL: &'static [ReportKind] = &[
+        ReportKind::Panic,
+        ReportKind::Oops,
+        ReportKind::Bug,
+        ReportKind::Warning,
+        ReportKind::SoftLockup,
+        ReportKind::HardLockup,
+        ReportKind::HungTask,
+        ReportKind::Kasan,
+        ReportKind::Lockdep,
+        ReportKind::RcuStall,
+    ];
+
     /// A short name for case names and summaries (`panic`, `soft-lockup`, ...).
     pub fn name(self) -> &'static str {
         match self {

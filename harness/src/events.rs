@@ -246,3 +246,23 @@ pub enum Event {
         interrupted: bool,
     },
 }
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::CellMeta;
+
+    /// A cell `k/t/s` (kernel `k`, topology `t`, suite `s`), never planned.
+    pub(crate) fn meta() -> CellMeta {
+        CellMeta {
+            index: 0,
+            name: "k/t/s".into(),
+            kernel: "k".into(),
+            kernel_name: "k".into(),
+            topology: "t".into(),
+            suite: "s".into(),
+            expect: None,
+            out_dir: "/o".into(),
+            facts: None,
+        }
+    }
+}

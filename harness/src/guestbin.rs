@@ -43,6 +43,20 @@ pub enum GuestBinError {
 
 include!(concat!(env!("OUT_DIR"), "/guest_bins.rs"));
 
+mod listed {
+    include!(concat!(env!("OUT_DIR"), "/guest_cases.rs"));
+}
+
+/// The cases of futex binary `name`, as its `--list` printed them when
+/// this harness was built; `None` for a binary that lists none (smoke,
+/// topology, bench, faults).
+pub fn cases(name: &str) -> Option<&'static [&'static str]> {
+    listed::GUEST_CASES
+        .iter()
+        .find(|(b, _)| *b == name)
+        .map(|(_, c)| *c)
+}
+
 /// The guest binaries built into this harness (every one of
 /// `guest_tests::binaries::ALL`), with their hash.
 pub fn embedded() -> &'static Tree {

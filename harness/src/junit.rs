@@ -113,6 +113,7 @@ pub fn testsuite(cell: &CellResult, cases: &[Case]) -> TestSuite {
 
     let mut failed = false;
     for case in cases {
+        let mut xfail = None;
         let status = match &case.status {
             CaseStatus::Pass => TestCaseStatus::success(),
             CaseStatus::Skip(reason) => {
@@ -131,9 +132,31 @@ pub fn testsuite(cell: &CellResult, cases: &[Case]) -> TestSuite {
                 }
                 s
             }
+            // JUnit has no expected failure: a skip whose message starts
+            // `xfail:` (what CI pages show), the entry as properties.
+            CaseStatus::Xfail {
+                message,
+                text,
+                reason,
+                entry,
+            } => {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message(short(&format!("xfail: {message}")));
+                s.set_type("xfail");
+                if !text.is_empty() {
+                    s.set_description(xml_safe(text, MAX_TEXT));
+                }
+                xfail = Some((reason, entry));
+                s
+            }
         };
         let mut tc = TestCase::new(short(&case.name), status);
         tc.set_classname(short(&cell.name));
+        if let Some((reason, entry)) = xfail {
+            tc.add_property(Property::new("status", "xfail"));
+            tc.add_property(Property::new("known_failure", short(entry)));
+            tc.add_property(Property::new("known_failure_reason", short(reason)));
+        }
         suite.add_test_case(tc);
     }
 

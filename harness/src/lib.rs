@@ -23,6 +23,7 @@ pub mod hostload;
 pub mod initramfs;
 pub mod junit;
 pub mod kernel;
+pub mod known;
 pub use kernel::spec as kernelspec;
 pub mod kselftest;
 pub mod ktap;

@@ -71,9 +71,9 @@ pub struct CellResult {
     /// QEMU's CPU time over the cell (every vCPU thread), if it was read:
     /// what the scheduler learns a cell's demand from.
     pub qemu_cpu: Option<Duration>,
-    /// Failures that are known and accepted in this cell (e.g. upstream
-    /// timing-sensitive tests under TCG): reported as skipped, with the
-    /// reason and what happened, instead of failing the cell.
+    /// The known failures declared for this cell's suite and kernel
+    /// (reported as xfail when one matches exactly; as stale when none
+    /// of a run's cells matched it).
     pub known_failures: Vec<KnownFailure>,
     /// Things the harness did that the reader should know (KVM fell back
     /// to TCG, QMP saw a panic, ...).
@@ -82,7 +82,11 @@ pub struct CellResult {
     pub profile: crate::profile::CellProfile,
 }
 
-/// A failure the matrix declares known (`known_failures:` of a suite).
+/// A failure the matrix declares known (`known_failures:` of a suite): one
+/// exact failure message of one case on named kernels. It turns that
+/// failure into an expected failure ([`crate::verdict::CaseStatus::Xfail`]),
+/// never a pass or a plain skip; any other failure of the case stays a
+/// failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KnownFailure {
     /// Glob (`*`, `?`) over case names such as `futex_priv_hash/global.priv_hash`.
@@ -91,30 +95,74 @@ pub struct KnownFailure {
     pub reason: String,
     /// Only under this accelerator (`tcg`, `kvm`), if given.
     pub accel: Option<String>,
-    /// Only a failure whose one-line message matches this glob, if given:
-    /// a different failure of the same case is a new finding, not this one.
-    pub message: Option<String>,
-    /// Only on kernels whose name (a matrix kernel's `name:`) matches one
-    /// of these globs; empty: every kernel.
+    /// The failure's one-line message, a glob: a different failure of the
+    /// same case is a new finding, not this one.
+    pub message: String,
+    /// The kernels (a matrix kernel's `name:`) it is seen on, as globs:
+    /// at least one.
     pub kernels: Vec<String>,
+    /// The suite that declares it.
+    pub suite: String,
+    /// Where it is declared (`matrix.yaml:85:9`): its identity in reports,
+    /// and how a stale entry is found again.
+    pub at: String,
 }
 
 impl KnownFailure {
     /// Whether the entry is meant for cells of the kernel named `name`.
     pub fn applies_to_kernel(&self, name: &str) -> bool {
-        self.kernels.is_empty() || self.kernels.iter().any(|k| crate::glob::matches(k, name))
+        self.kernels.iter().any(|k| crate::glob::matches(k, name))
+    }
+
+    /// Whether the entry is meant for a cell of this accelerator.
+    pub fn applies_to_accel(&self, accel: &str) -> bool {
+        self.accel.as_deref().is_none_or(|a| a == accel)
     }
 
     /// Whether the entry excuses the failure `message` of case `case`
     /// under accelerator `accel` (the kernel is decided by the planner,
     /// [`KnownFailure::applies_to_kernel`]).
     pub fn excuses(&self, case: &str, message: &str, accel: &str) -> bool {
-        self.accel.as_deref().is_none_or(|a| a == accel)
+        self.applies_to_accel(accel)
             && crate::glob::matches(&self.case, case)
-            && self
-                .message
-                .as_deref()
-                .is_none_or(|m| crate::glob::matches(m, message))
+            && crate::glob::matches(&self.message, message)
+    }
+
+    /// The entry in one line: where, which case, which message.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} (suite {}, case {}, message {:?})",
+            self.at, self.suite, self.case, self.message
+        )
+    }
+}
+
+/// A cell result for unit tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// A finished cell with no results, under TCG.
+    pub(crate) fn cell_result() -> CellResult {
+        CellResult {
+            name: "k/t/s".into(),
+            kernel: "k".into(),
+            topology: "t".into(),
+            suite: "s".into(),
+            accel: "tcg".into(),
+            qemu_version: "10".into(),
+            planned: vec![],
+            end: VmEnd::Finished,
+            ktap: crate::ktap::parse(b""),
+            console: crate::console::scan(b""),
+            console_log: None,
+            duration: Duration::ZERO,
+            started: SystemTime::UNIX_EPOCH,
+            qemu_cpu: None,
+            known_failures: vec![],
+            notes: vec![],
+            profile: Default::default(),
+        }
     }
 }
 
@@ -132,6 +180,7 @@ mod tests {
         assert!(k.applies_to_kernel("source-7.3-debug"));
         assert!(!k.applies_to_kernel("debian-7.0"));
         assert!(!k.applies_to_kernel("debian-7.3.4-other"));
-        assert!(KnownFailure::default().applies_to_kernel("anything"));
+        // No kernel named: for none (the matrix refuses such an entry).
+        assert!(!KnownFailure::default().applies_to_kernel("anything"));
     }
 }

@@ -7,8 +7,14 @@
 //! last case), `top/<incomplete>` (the VM ended inside the test),
 //! `top/kernel-<kind>` (a kernel report printed while the test ran),
 //! `boot/kernel-<kind>` (one printed outside any test), `vm` (the VM ended
-//! abnormally and nothing else says so) and `ktap` (the top-level plan does
-//! not match the results).
+//! abnormally and nothing else says so), `ktap` (the top-level plan does
+//! not match the results) and `top/<plan>` (a binary printed fewer results
+//! than its own plan).
+//!
+//! A failure the matrix declares known (exact case, kernels and message)
+//! becomes [`CaseStatus::Xfail`]: its own status everywhere, never a pass
+//! or a skip. A guest cannot excuse itself: `not ok ... # TODO` or
+//! `# XFAIL` is a failure.
 
 use crate::console::{KernelReport, ReportKind};
 use crate::ktap::{Directive, TestNode, TestResult};
@@ -30,6 +36,30 @@ pub enum CaseStatus {
         /// Details.
         text: String,
     },
+    /// Failed exactly as a known-failure entry of the matrix says: an
+    /// expected failure, reported as such (not a pass, not a skip).
+    Xfail {
+        /// What happened: the failure's one-line message.
+        message: String,
+        /// Details, as for a failure.
+        text: String,
+        /// Why the entry accepts it.
+        reason: String,
+        /// The entry ([`crate::result::KnownFailure::at`]: `matrix.yaml:85:9`).
+        entry: String,
+    },
+}
+
+impl CaseStatus {
+    /// The word reports use: `pass`, `fail`, `xfail`, `skip`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            CaseStatus::Pass => "pass",
+            CaseStatus::Skip(_) => "skip",
+            CaseStatus::Fail { .. } => "fail",
+            CaseStatus::Xfail { .. } => "xfail",
+        }
+    }
 }
 
 /// One leaf test case.
@@ -41,7 +71,7 @@ pub struct Case {
     pub status: CaseStatus,
 }
 
-/// How many cases passed, failed and were skipped.
+/// How many cases passed, failed, failed as expected and were skipped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     /// Passed.
@@ -50,6 +80,15 @@ pub struct Counts {
     pub fail: usize,
     /// Skipped.
     pub skip: usize,
+    /// Failed exactly as a known-failure entry says.
+    pub xfail: usize,
+}
+
+impl Counts {
+    /// Every case counted.
+    pub fn total(&self) -> usize {
+        self.pass + self.fail + self.skip + self.xfail
+    }
 }
 
 /// Counts cases by status.
@@ -60,6 +99,7 @@ pub fn counts(cases: &[Case]) -> Counts {
             CaseStatus::Pass => c.pass += 1,
             CaseStatus::Skip(_) => c.skip += 1,
             CaseStatus::Fail { .. } => c.fail += 1,
+            CaseStatus::Xfail { .. } => c.xfail += 1,
         }
     }
     c
@@ -112,17 +152,23 @@ pub fn describe(end: &VmEnd) -> String {
     }
 }
 
-/// The cases of a cell.
+/// The cases of a cell, known failures applied: a failure whose case and
+/// one-line message an entry of the cell names is [`CaseStatus::Xfail`].
 pub fn cases(cell: &CellResult) -> Vec<Case> {
     let mut cases = raw_cases(cell);
     for c in &mut cases {
-        if let CaseStatus::Fail { message, .. } = &c.status {
+        if let CaseStatus::Fail { message, text } = &c.status {
             let known = cell
                 .known_failures
                 .iter()
                 .find(|k| k.excuses(&c.name, message, &cell.accel));
             if let Some(k) = known {
-                c.status = CaseStatus::Skip(format!("known failure: {}; got: {message}", k.reason));
+                c.status = CaseStatus::Xfail {
+                    message: message.clone(),
+                    text: text.clone(),
+                    reason: k.reason.clone(),
+                    entry: k.at.clone(),
+                };
             }
         }
     }
@@ -281,6 +327,21 @@ fn flatten(node: &TestNode, path: &str, ctx: &Ctx<'_>, out: &mut Vec<Case>) -> b
         };
         incomplete |= flatten(sub, &format!("{path}/{name}"), ctx, out);
     }
+    // A binary that printed fewer results than its own plan lost cases
+    // (crashed between them, or a bug): the plan is what it promised.
+    let results = node.subtests.len() as u64;
+    match node.subplan {
+        Some(plan) if plan != results && !incomplete && node.result != TestResult::Incomplete => {
+            out.push(Case {
+                name: format!("{path}/<plan>"),
+                status: CaseStatus::Fail {
+                    message: format!("plan 1..{plan} but {results} results"),
+                    text: node.diagnostics.join("\n"),
+                },
+            })
+        }
+        _ => {}
+    }
     let child_failed = out[before..]
         .iter()
         .any(|c| matches!(c.status, CaseStatus::Fail { .. }));
@@ -322,7 +383,23 @@ fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
     match (node.result, &node.directive) {
         (TestResult::Incomplete, _) => incomplete_status(node, ctx),
         (_, Some(Directive::Skip(reason))) => CaseStatus::Skip(reason.clone()),
-        (_, Some(Directive::Xfail(_) | Directive::Todo(_))) => CaseStatus::Pass,
+        // `ok # TODO`: it passed. `not ok # TODO` (or `# XFAIL`): the guest
+        // excusing its own failure, which only the matrix may do.
+        (TestResult::Ok, Some(Directive::Xfail(_) | Directive::Todo(_))) => CaseStatus::Pass,
+        (TestResult::NotOk, Some(d @ (Directive::Xfail(r) | Directive::Todo(r)))) => {
+            let mut status = fail("not ok");
+            if let CaseStatus::Fail { message, .. } = &mut status {
+                let directive = if r.is_empty() {
+                    d.keyword().to_string()
+                } else {
+                    format!("{} {r}", d.keyword())
+                };
+                *message = format!(
+                    "not ok # {directive}: a failure the guest marked expected ({message}); only the matrix's known_failures excuse one"
+                );
+            }
+            status
+        }
         (_, Some(d @ (Directive::Timeout(r) | Directive::Error(r)))) => {
             let mut status = fail(d.keyword());
             if let CaseStatus::Fail { message, .. } = &mut status {
@@ -453,6 +530,7 @@ mod tests {
                 CaseStatus::Pass => writeln!(out, "{}: pass", c.name),
                 CaseStatus::Skip(r) => writeln!(out, "{}: skip: {r}", c.name),
                 CaseStatus::Fail { message, .. } => writeln!(out, "{}: FAIL: {message}", c.name),
+                CaseStatus::Xfail { message, .. } => writeln!(out, "{}: XFAIL: {message}", c.name),
             };
         }
         out
@@ -546,7 +624,7 @@ ok 2 topology # SKIP reason
                 ",
             ),
             (
-                "directives: XFAIL and TODO pass, TIMEOUT and ERROR fail, top-level leaf",
+                "directives: a guest's own XFAIL and TODO, TIMEOUT and ERROR fail, top-level leaf",
                 cell(
                     "KTAP version 1\n1..5\nnot ok 1 a # XFAIL known\nnot ok 2 b # TODO\n\
                      # slow\nnot ok 3 c # TIMEOUT\nnot ok 4 d # ERROR exec failed\nnot ok 5 e\n",
@@ -555,8 +633,8 @@ ok 2 topology # SKIP reason
                     &[],
                 ),
                 "
-                a: pass
-                b: pass
+                a: FAIL: not ok # XFAIL known: a failure the guest marked expected (not ok); only the matrix's known_failures excuse one
+                b: FAIL: not ok # TODO: a failure the guest marked expected (not ok); only the matrix's known_failures excuse one
                 c: FAIL: TIMEOUT: slow
                 d: FAIL: ERROR: exec failed
                 e: FAIL: not ok
@@ -667,7 +745,8 @@ ok 2 topology # SKIP reason
             Counts {
                 pass: 1,
                 fail: 1,
-                skip: 0
+                skip: 0,
+                xfail: 0
             }
         );
     }
@@ -742,35 +821,88 @@ mod known_failure_tests {
             .status
     }
 
+    fn entry(case: &str, message: &str) -> KnownFailure {
+        KnownFailure {
+            case: case.into(),
+            reason: "kernel race".into(),
+            message: message.into(),
+            kernels: vec!["k".into()],
+            suite: "s".into(),
+            at: "matrix.yaml:9:9".into(),
+            accel: None,
+        }
+    }
+
     #[test]
-    fn a_known_failure_is_skipped_with_its_reason_and_what_happened() {
+    fn a_known_failure_is_an_xfail_with_its_reason_entry_and_what_happened() {
         let ktap = "KTAP version 1\n1..1\n  KTAP version 1\n  1..2\n  # boom\n  not ok 1 slow\n  not ok 2 real\nnot ok 1 up\n";
-        let known = KnownFailure {
-            case: "up/sl*".into(),
-            reason: "timing under TCG".into(),
-            ..Default::default()
-        };
-        let mut c = cell(ktap, vec![known]);
+        let mut c = cell(ktap, vec![entry("up/sl*", "boom")]);
         assert_eq!(
             status(&c, "up/slow"),
-            CaseStatus::Skip("known failure: timing under TCG; got: boom".into())
+            CaseStatus::Xfail {
+                message: "boom".into(),
+                text: "boom".into(),
+                reason: "kernel race".into(),
+                entry: "matrix.yaml:9:9".into(),
+            }
         );
         assert!(matches!(status(&c, "up/real"), CaseStatus::Fail { .. }));
+        let n = counts(&cases(&c));
+        assert_eq!((n.pass, n.fail, n.xfail, n.skip), (0, 1, 1, 0));
         c.known_failures.clear();
         assert!(matches!(status(&c, "up/slow"), CaseStatus::Fail { .. }));
     }
 
     #[test]
+    fn an_entry_for_the_other_accelerator_excuses_nothing() {
+        let ktap = "KTAP version 1\n1..1\n  KTAP version 1\n  1..1\n  # boom\n  not ok 1 slow\nnot ok 1 up\n";
+        let mut k = entry("up/slow", "boom");
+        k.accel = Some("kvm".into());
+        assert!(matches!(
+            status(&cell(ktap, vec![k]), "up/slow"),
+            CaseStatus::Fail { .. }
+        ));
+    }
+
+    #[test]
+    fn a_guest_cannot_excuse_its_own_failure() {
+        let ktap = "KTAP version 1\n1..1\n  KTAP version 1\n  1..3\n  not ok 1 a # TODO later\n  not ok 2 b # XFAIL known\n  ok 3 c # TODO fixed already\nnot ok 1 up\n";
+        let c = cell(ktap, vec![]);
+        match status(&c, "up/a") {
+            CaseStatus::Fail { message, .. } => {
+                assert!(message.starts_with("not ok # TODO later:"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(status(&c, "up/b"), CaseStatus::Fail { .. }));
+        assert_eq!(status(&c, "up/c"), CaseStatus::Pass);
+    }
+
+    #[test]
+    fn a_binary_short_of_its_plan_fails() {
+        let ktap = "KTAP version 1\n1..1\n  KTAP version 1\n  1..3\n  ok 1 a\n  ok 2 b\nok 1 up\n";
+        let c = cell(ktap, vec![]);
+        assert_eq!(
+            status(&c, "up/<plan>"),
+            CaseStatus::Fail {
+                message: "plan 1..3 but 2 results".into(),
+                text: String::new()
+            }
+        );
+        assert_eq!(status(&c, "up/a"), CaseStatus::Pass);
+        // As many results as planned: no such case.
+        let full = "KTAP version 1\n1..1\n  KTAP version 1\n  1..1\n  ok 1 a\nok 1 up\n";
+        assert!(cases(&cell(full, vec![]))
+            .iter()
+            .all(|c| c.status == CaseStatus::Pass));
+    }
+
+    #[test]
     fn a_message_glob_excuses_only_the_documented_failure() {
-        let known = KnownFailure {
-            case: "up/set0-vs-thread-create".into(),
-            reason: "kernel race".into(),
-            message: Some(
-                "*racing SET 0: thread * failed to spawn: Device or resource busy (os error 16)"
-                    .into(),
-            ),
-            ..Default::default()
-        };
+        let known = entry(
+            "up/set0-vs-thread-create",
+            "round *: racing SET 0: thread * failed to spawn: Device or resource busy (os error 16)",
+        );
         let failing = |message: &str, known: &KnownFailure| {
             let ktap = format!(
                 "KTAP version 1\n1..1\n  KTAP version 1\n  1..1\n  # rounds: 8, overlapped: 8\n  # {message}\n  not ok 1 set0-vs-thread-create\nnot ok 1 up\n"
@@ -780,29 +912,21 @@ mod known_failure_tests {
                 "up/set0-vs-thread-create",
             )
         };
-        // Today's message, and the one before the rounds (docs/findings.md).
-        for documented in [
-            "round 7: racing SET 0: thread 32 failed to spawn: Device or resource busy (os error 16)",
-            "racing SET 0: thread 4 failed to spawn: Device or resource busy (os error 16)",
-        ] {
-            assert_eq!(
-                failing(documented, &known),
-                CaseStatus::Skip(format!("known failure: kernel race; got: {documented}"))
-            );
-        }
-        // Another failure of the same case is a new finding.
+        let documented =
+            "round 7: racing SET 0: thread 32 failed to spawn: Device or resource busy (os error 16)";
+        assert!(matches!(
+            failing(documented, &known),
+            CaseStatus::Xfail { message, .. } if message == documented
+        ));
+        // Another failure of the same case is a new finding, and so is a
+        // round that failed in two ways.
         for other in [
             "round 3: GET after SET 0 raced thread creation (else the global hash was lost): expected Ok(0), got Ok(16)",
             "round 2: racing SET 0: thread 1 failed to spawn: Resource temporarily unavailable (os error 11)",
+            "several failures: round 2: GET after SET 0 ...; round 7: racing SET 0: thread 32 failed to spawn: Device or resource busy (os error 16)",
         ] {
             let got = failing(other, &known);
             assert!(matches!(&got, CaseStatus::Fail { message, .. } if message == other), "{got:?}");
         }
-        // Without `message:` the entry excuses every failure of the case.
-        let any = KnownFailure {
-            message: None,
-            ..known
-        };
-        assert!(matches!(failing("anything", &any), CaseStatus::Skip(_)));
     }
 }

@@ -29,7 +29,6 @@ const PROGRAMS: &[&str] = &[
 ];
 
 /// Timing-sensitive under TCG (docs/kselftest.md): may fail, never skip.
-/// The same list is matrix.yaml's `known_failures` for kselftest-futex.
 fn tcg_flaky(name: &str) -> bool {
     let requeue_pi = name.strip_prefix("futex_requeue_pi/args.");
     // 500 us timeouts run out before the requeue; the broadcast waker

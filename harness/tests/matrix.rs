@@ -217,27 +217,44 @@ fn a_tree_kernel_is_a_kernel_spec_with_its_makefiles_version() {
 /// keys, ours (placed at the item) for the `HOST[:GUEST[:ro|rw]]` syntax.
 /// `known_failures:` values that cannot work, at the offending value.
 fn known_failure_error_cases() -> Vec<(String, String)> {
-    let head = "kernels:\n  - name: debian-7.3\n    spec: debian:7.3\n  - name: source-7.3\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: futex\n    builtin: futex\n    known_failures:\n      - case: a/*\n        reason: r\n";
+    let head = "kernels:\n  - name: debian-7.3\n    spec: debian:7.3\n  - name: source-7.3\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: futex\n    builtin: futex\n    known_failures:\n      - case: futex-prctl/*\n        reason: r\n        message: \"round *: x\"\n        kernel: [debian-7.3]\n";
+    let ok = "        reason: r\n        message: m\n        kernel: [debian-7.3]\n";
     [
         (
-            "      - case: futex-resize/x\n        reason: r\n        message: \"[unclosed\"\n",
-            "m.yaml:17:9: suite \"futex\": known_failures[1]: message \"[unclosed\": unclosed character class; missing ']'; expected a glob over the failure message",
+            "      - case: futex-prctl/set-2\n        reason: r\n        message: \"[unclosed\"\n        kernel: [debian-7.3]\n".to_string(),
+            "m.yaml:19:9: suite \"futex\": known_failures[1]: message \"[unclosed\": unclosed character class; missing ']'; expected a glob over the exact failure message",
         ),
         (
-            "      - case: futex-resize/x\n        reason: r\n        message: \"\"\n",
-            "m.yaml:17:9: suite \"futex\": known_failures[1]: message \"\": empty glob (leave message: out to accept every failure of the case); expected a glob over the failure message",
+            "      - case: futex-prctl/set-2\n        reason: r\n        message: \"*\"\n        kernel: [debian-7.3]\n".to_string(),
+            "m.yaml:19:9: suite \"futex\": known_failures[1]: message \"*\": it matches any failure; expected a glob over the exact failure message",
         ),
         (
-            "      - case: futex-resize/x\n        reason: r\n        kernel: []\n",
-            "m.yaml:17:9: suite \"futex\": known_failures[1]: kernel: expected at least one kernel name glob (leave kernel: out for every kernel)",
+            "      - case: futex-prctl/set-2\n        reason: r\n        kernel: [debian-7.3]\n".to_string(),
+            "m.yaml:17:7: suite \"futex\": known_failures[1]: expected message: (a glob over the exact failure message it accepts; any other failure of the case stays a failure)",
         ),
         (
-            "      - case: futex-resize/x\n        reason: r\n        kernel: [debian-7.3, \"debain-7*\"]\n",
-            "m.yaml:17:31: suite \"futex\": known_failures[1]: kernel \"debain-7*\" matches no kernel (known: debian-7.3, source-7.3)",
+            "      - case: futex-prctl/set-2\n        reason: r\n        message: m\n        kernel: []\n".to_string(),
+            "m.yaml:20:9: suite \"futex\": known_failures[1]: expected kernel: with at least one glob naming the declared kernels it is seen on",
         ),
         (
-            "      - {case: futex-resize/x, reason: r, accel: qemu}\n",
-            "m.yaml:15:43: suite \"futex\": known_failures accel \"qemu\": expected tcg or kvm",
+            "      - case: futex-prctl/set-2\n        reason: r\n        message: m\n".to_string(),
+            "m.yaml:17:7: suite \"futex\": known_failures[1]: expected kernel: with at least one glob naming the declared kernels it is seen on",
+        ),
+        (
+            "      - case: futex-prctl/set-2\n        reason: r\n        message: m\n        kernel: [debian-7.3, \"debain-7*\"]\n".to_string(),
+            "m.yaml:20:31: suite \"futex\": known_failures[1]: kernel \"debain-7*\" matches no kernel (known: debian-7.3, source-7.3)",
+        ),
+        (
+            format!("      - case: futex-resize/no-such-case\n{ok}"),
+            "m.yaml:17:9: suite \"futex\": known_failures[1]: case \"futex-resize/no-such-case\" names no case of this suite (it has e.g. futex-resize/wait-private-resize, futex-resize/wait-global-resize, futex-resize/waitv-private-resize, futex-resize/waitv-global-resize, futex-resize/requeue-private-resize, futex-resize/requeue-global-resize, futex-resize/pi-private-resize, futex-resize/pi-global-resize, ...)",
+        ),
+        (
+            format!("      - case: kselftest/*\n{ok}"),
+            "m.yaml:17:9: suite \"futex\": known_failures[1]: case \"kselftest/*\" names no case of this suite (it has e.g. topology/..., futex-prctl/get-fresh-is-0, futex-prctl/get-after-futex-ops-is-0, futex-resize/wait-private-resize, futex-resize/wait-global-resize, futex-immutable/get-immutable-fresh, futex-immutable/set-immutable, futex-numa/flag-accepted, ...)",
+        ),
+        (
+            "      - {case: futex-prctl/set-2, reason: r, accel: qemu, message: m, kernel: [debian-7.3]}\n".to_string(),
+            "m.yaml:17:46: suite \"futex\": known_failures accel \"qemu\": expected tcg or kvm",
         ),
     ]
     .into_iter()
@@ -246,7 +263,7 @@ fn known_failure_error_cases() -> Vec<(String, String)> {
 }
 
 #[test]
-fn known_failures_keep_their_message_and_kernel_globs() {
+fn known_failures_keep_their_message_kernel_globs_and_position() {
     let text = format!(
         "{HEAD}suites:\n  - name: futex\n    builtin: futex\n    known_failures:\n      - case: futex-resize/set0-*\n        message: \"*(os error 16)\"\n        kernel: [k73]\n        reason: r\n"
     );
@@ -257,9 +274,20 @@ fn known_failures_keep_their_message_and_kernel_globs() {
         .find(|s| s.name == "futex")
         .unwrap()
         .known_failures[0];
-    assert_eq!(k.message.as_deref(), Some("*(os error 16)"));
+    assert_eq!(k.message, "*(os error 16)");
     assert_eq!(k.kernels, ["k73"]);
+    assert_eq!(k.suite, "futex");
+    assert_eq!(k.at, "m.yaml:18:7");
     assert!(k.applies_to_kernel("k73") && !k.applies_to_kernel("k616"));
+}
+
+/// Every entry of the shipped matrix names a case its suite has: the
+/// futex binaries' own `--list`, the upstream selftests' catalog.
+#[test]
+fn the_shipped_known_failures_name_real_cases() {
+    let futex = harness::guestbin::cases("futex-resize").unwrap();
+    assert!(futex.contains(&"set0-vs-thread-create"), "{futex:?}");
+    assert!(harness::guestbin::cases("smoke").is_none());
 }
 
 fn share_error_cases() -> Vec<(String, String)> {
@@ -668,11 +696,11 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
         .map(|k| k.name.as_str())
         .filter(|n| k.applies_to_kernel(n))
         .collect();
-    // Every kernel with the private hash; not 6.12, which has none.
+    // Every kernel with the private hash; not 6.12, which has none, nor
+    // 6.16, where it is compiled out.
     assert_eq!(
         on,
         [
-            "debian-6.16",
             "debian-6.17",
             "debian-6.18",
             "debian-7.0",

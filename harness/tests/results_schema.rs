@@ -91,14 +91,15 @@ fn a_two_cell_run_with_a_passing_and_a_failing_cell_is_valid_from_first_write_to
     let cases = || cells.iter().flat_map(|c| c["cases"].as_array().unwrap());
     assert_eq!(
         words(cases().map(|c| &c["status"])),
-        BTreeSet::from(["fail", "pass", "skip"])
+        BTreeSet::from(["fail", "pass", "skip", "xfail"])
     );
     assert!(
-        cases().any(|c| c["message"]
-            .as_str()
-            .is_some_and(|m| m.starts_with("known failure:"))),
+        cases().any(|c| c["status"] == "xfail"
+            && c["known_failure"]["entry"].as_str() == Some("matrix.yaml:85:9")
+            && c["message"].as_str().is_some_and(|m| m.contains("EBUSY"))),
         "{doc:#}"
     );
+    assert_eq!(cells[0]["counts"]["xfail"], 1, "{doc:#}");
     assert!(!cells[1]["vm"]["kernel_reports"]
         .as_array()
         .unwrap()

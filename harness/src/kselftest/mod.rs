@@ -24,6 +24,7 @@
 //!   upstream case checks; [`compare()`] puts both verdicts side by side.
 
 mod build;
+mod catalog;
 mod compare;
 mod libnuma;
 mod mapping;
@@ -31,6 +32,7 @@ mod source;
 mod suite;
 
 pub use build::{build, gcc_version, make_commands, prepare, Build, Manifest, RECIPE};
+pub use catalog::CASES;
 pub use compare::{compare, compare_junit, read_junit, JunitCase, Verdict};
 pub use libnuma::{
     fetch_libnuma, suite_packages, LibNuma, ISOC23_SHIM, LIBNUMA_MIN, LIBNUMA_SUITES,

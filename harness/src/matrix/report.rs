@@ -167,7 +167,7 @@ pub fn merge(out: &Path, inputs: &[PathBuf]) -> Result<(), ReportError> {
 }
 
 /// The summary table: one row per kernel, one column per topology, each
-/// entry `passed/failed/skipped` cases and seconds (all suites together);
+/// entry `passed/failed/xfail/skipped` cases and seconds (all suites together);
 /// `-` where no cell ran.
 pub fn summary_table(outcomes: &[CellOutcome]) -> String {
     let mut kernels: Vec<&str> = Vec::new();
@@ -188,11 +188,12 @@ pub fn summary_table(outcomes: &[CellOutcome]) -> String {
         if os.is_empty() {
             return "-".to_string();
         }
-        let (p, f, s) = os.iter().fold((0, 0, 0), |a, o| {
+        let (p, f, x, s) = os.iter().fold((0, 0, 0, 0), |a, o| {
             (
                 a.0 + o.counts.pass,
                 a.1 + o.counts.fail,
-                a.2 + o.counts.skip,
+                a.2 + o.counts.xfail,
+                a.3 + o.counts.skip,
             )
         });
         let secs: f64 = os.iter().map(|o| o.duration.as_secs_f64()).sum();
@@ -203,7 +204,7 @@ pub fn summary_table(outcomes: &[CellOutcome]) -> String {
         } else {
             " X"
         };
-        format!("{p}/{f}/{s} {secs:.0}s{mark}")
+        format!("{p}/{f}/{x}/{s} {secs:.0}s{mark}")
     };
     let kw = kernels.iter().map(|k| k.len()).max().unwrap_or(6).max(6);
     let cols: Vec<Vec<String>> = topos
@@ -228,7 +229,7 @@ pub fn summary_table(outcomes: &[CellOutcome]) -> String {
         out.push('\n');
     }
     out.push_str(
-        "(passed/failed/skipped cases, seconds; X: a cell failed, !: a cell did not run)\n",
+        "(passed/failed/xfail/skipped cases, seconds; X: a cell failed, !: a cell did not run)\n",
     );
     out
 }

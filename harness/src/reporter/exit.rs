@@ -65,20 +65,10 @@ impl Reporter for ExitStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{CellMeta, CellOutcome, RunStats};
+    use crate::events::{CellOutcome, RunStats};
 
     fn finished(status: CellStatus) -> Event {
-        let meta = CellMeta {
-            index: 0,
-            name: "k/t/s".into(),
-            kernel: "k".into(),
-            kernel_name: "k".into(),
-            topology: "t".into(),
-            suite: "s".into(),
-            expect: None,
-            out_dir: "/o".into(),
-            facts: None,
-        };
+        let meta = crate::events::tests_support::meta();
         Event::CellFinished(Box::new(CellOutcome::without_result(meta, status)))
     }
 

@@ -27,6 +27,8 @@ pub struct Json {
     cells: Vec<Value>,
     /// The cells that ran, for the run's phases.
     ran: Vec<CellTimes>,
+    /// Known-failure entries that excused nothing (`run.stale_known_failures`).
+    staleness: crate::known::Staleness,
 }
 
 impl Json {
@@ -37,10 +39,29 @@ impl Json {
             run: json!({}),
             cells: Vec::new(),
             ran: Vec::new(),
+            staleness: Default::default(),
         }
     }
 
-    fn write(&self) -> Result<(), ReportError> {
+    fn write(&mut self) -> Result<(), ReportError> {
+        let stale: Vec<Value> = self
+            .staleness
+            .stale()
+            .into_iter()
+            .map(|k| {
+                json!({
+                    "entry": k.at,
+                    "suite": k.suite,
+                    "case": k.case,
+                    "message": k.message,
+                    "kernels": k.kernels,
+                    "reason": k.reason,
+                })
+            })
+            .collect();
+        if let Some(run) = self.run.as_object_mut() {
+            run.insert("stale_known_failures".into(), stale.into());
+        }
         let doc = json!({
             "schema_version": SCHEMA_VERSION,
             "run": self.run,
@@ -82,16 +103,24 @@ pub fn cell_value(o: &CellOutcome) -> Value {
         .cases
         .iter()
         .map(|c| {
-            let (status, message) = match &c.status {
-                CaseStatus::Pass => ("pass", None),
-                CaseStatus::Skip(r) => ("skip", Some(r.as_str())),
-                CaseStatus::Fail { message, .. } => ("fail", Some(message.as_str())),
+            let message = match &c.status {
+                CaseStatus::Pass => None,
+                CaseStatus::Skip(r) => Some(r.as_str()),
+                CaseStatus::Fail { message, .. } | CaseStatus::Xfail { message, .. } => {
+                    Some(message.as_str())
+                }
             };
             let mut v = json!({
                 "name": bounded(&c.name, MAX_MESSAGE),
-                "status": status,
+                "status": c.status.word(),
                 "message": message.map(|m| bounded(m, MAX_MESSAGE)),
             });
+            if let CaseStatus::Xfail { reason, entry, .. } = &c.status {
+                v["known_failure"] = json!({
+                    "entry": bounded(entry, MAX_MESSAGE),
+                    "reason": bounded(reason, MAX_MESSAGE),
+                });
+            }
             if let Some(r) = o.repeat.as_ref().and_then(|r| r.case(&c.name)) {
                 v["repeat"] = json!({
                     "runs": r.runs,
@@ -141,7 +170,7 @@ pub fn cell_value(o: &CellOutcome) -> Value {
         "status": o.status.word(),
         "error": error,
         "duration_s": o.duration.as_secs_f64(),
-        "counts": {"pass": o.counts.pass, "fail": o.counts.fail, "skip": o.counts.skip},
+        "counts": {"pass": o.counts.pass, "fail": o.counts.fail, "xfail": o.counts.xfail, "skip": o.counts.skip},
         "vm": vm,
         "cases": cases,
         "out_dir": o.meta.out_dir.display().to_string(),
@@ -251,6 +280,7 @@ impl Reporter for Json {
             }
             Event::CellFinished(o) => {
                 self.ran.extend(o.times());
+                self.staleness.observe(o);
                 let v = cell_value(o);
                 match self.cells.get_mut(o.meta.index) {
                     Some(slot) => *slot = v,
@@ -319,6 +349,7 @@ mod tests {
             pass: 1,
             fail: 1,
             skip: 0,
+            xfail: 0,
         };
         j.report(&Event::CellFinished(Box::new(o))).unwrap();
         j.report(&Event::RunFinished {

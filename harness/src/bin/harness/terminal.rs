@@ -36,6 +36,8 @@ pub struct Terminal {
     live: bool,
     /// After the summary, the table of the N costliest items (`--profile`).
     profile: Option<usize>,
+    /// Known-failure entries that excused nothing.
+    staleness: harness::known::Staleness,
 }
 
 impl Terminal {
@@ -51,6 +53,7 @@ impl Terminal {
             footer,
             live: false,
             profile: None,
+            staleness: Default::default(),
         }
     }
 
@@ -130,10 +133,11 @@ impl Terminal {
             CellStatus::NotRun(why) => format!("SKIP ({why})"),
         };
         format!(
-            "{word} {} ({} passed, {} failed, {} skipped) {:.1} s",
+            "{word} {} ({} passed, {} failed, {} xfail, {} skipped) {:.1} s",
             o.meta.name,
             o.counts.pass,
             o.counts.fail,
+            o.counts.xfail,
             o.counts.skip,
             o.duration.as_secs_f64()
         )
@@ -152,6 +156,9 @@ impl Terminal {
                 CaseStatus::Pass => println!("PASS {}{runs}", c.name),
                 CaseStatus::Skip(r) => println!("SKIP {}{runs} ({r})", c.name),
                 CaseStatus::Fail { message, .. } => println!("FAIL {}{runs}: {message}", c.name),
+                CaseStatus::Xfail { message, entry, .. } => {
+                    println!("XFAIL {}{runs}: {message} (known failure, {entry})", c.name)
+                }
             }
         }
         match (&o.result, &o.status) {
@@ -214,6 +221,7 @@ impl Reporter for Terminal {
                 if let Some(b) = &self.bar {
                     b.inc(1);
                 }
+                self.staleness.observe(o);
                 self.outcomes.push((**o).clone());
             }
             Event::RunFinished { stats, .. } => {
@@ -244,18 +252,25 @@ impl Reporter for Terminal {
                 if self.shape == Shape::Cells {
                     self.time(stats.prepare);
                 }
+                for k in self.staleness.stale() {
+                    println!(
+                        "STALE known failure {}: excused nothing in this run (its case ran, never with that failure); remove it or fix it",
+                        k.describe()
+                    );
+                }
                 for l in &self.footer {
                     println!("{l}");
                 }
                 if self.shape == Shape::Cases {
-                    let (p, f, s) = self.outcomes.iter().fold((0, 0, 0), |a, o| {
+                    let (p, f, x, s) = self.outcomes.iter().fold((0, 0, 0, 0), |a, o| {
                         (
                             a.0 + o.counts.pass,
                             a.1 + o.counts.fail,
-                            a.2 + o.counts.skip,
+                            a.2 + o.counts.xfail,
+                            a.3 + o.counts.skip,
                         )
                     });
-                    println!("{p} passed, {f} failed, {s} skipped");
+                    println!("{p} passed, {f} failed, {x} xfail, {s} skipped");
                     self.time(stats.prepare);
                 }
             }

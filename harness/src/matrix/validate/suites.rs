@@ -97,7 +97,8 @@ fn declared_suite(cx: &Ctx, s: RawSuite, kernels: &[Kernel]) -> Result<Suite, Ma
         SuiteKind::Builtin(b) => suite::builtin(b, None).map(|t| t.len()).unwrap_or(1) as u32,
         SuiteKind::Custom(t) => t.len() as u32,
     });
-    let known_failures = known_failures(cx, &s.name, s.known_failures, kernels)?;
+    let catalog = Catalog::of(&kind);
+    let known_failures = known_failures(cx, &s.name, s.known_failures, kernels, &catalog)?;
     Ok(Suite {
         name: s.name,
         kind,
@@ -192,13 +193,117 @@ fn custom_test(cx: &Ctx, name: &str, t: RawTest) -> Result<SuiteTest, MatrixErro
     })
 }
 
-/// `known_failures:` of suite `name`: accel `tcg` or `kvm`, a message glob
-/// that parses, kernel globs that parse and each name a declared kernel.
+/// The cases a suite really has, as far as the harness knows before it
+/// boots: each test's cases where its binary lists them (the futex
+/// binaries' `--list`, the upstream selftests' catalog), and the cases
+/// the verdict itself makes of any test (`<exit>`, `<incomplete>`,
+/// `<plan>`, `kernel-<kind>`).
+struct Catalog {
+    /// Test name -> its cases (`None`: the binary lists none).
+    tests: Vec<(String, Option<Vec<String>>)>,
+}
+
+/// Cases the verdict makes of a test, beside its own (and
+/// `kernel-<kind>` for each [`crate::console::ReportKind`]).
+const VERDICT_CASES: &[&str] = &["<exit>", "<incomplete>", "<plan>"];
+
+impl Catalog {
+    fn of(kind: &SuiteKind) -> Catalog {
+        let listed = |bin: &str| {
+            crate::guestbin::cases(bin).map(|c| c.iter().map(|s| s.to_string()).collect())
+        };
+        let mut tests = vec![("topology".to_string(), None)];
+        match kind {
+            SuiteKind::Builtin(b) if crate::kselftest::is_kselftest_suite(b) => {
+                for (program, cases) in crate::kselftest::CASES {
+                    tests.push((
+                        program.to_string(),
+                        Some(cases.iter().map(|c| c.to_string()).collect()),
+                    ));
+                }
+            }
+            SuiteKind::Builtin(b) => {
+                for t in suite::builtin(b, None).unwrap_or_default() {
+                    let cases = match &t.binary {
+                        Binary::Builtin(bin) => listed(bin),
+                        _ => None,
+                    };
+                    tests.push((t.name, cases));
+                }
+            }
+            SuiteKind::Custom(ts) => {
+                for t in ts {
+                    let cases = match &t.binary {
+                        Binary::Builtin(bin) => listed(bin),
+                        _ => None,
+                    };
+                    tests.push((t.name.clone(), cases));
+                }
+            }
+        }
+        Catalog { tests }
+    }
+
+    /// Whether glob `case` names at least one case the suite has: a
+    /// listed case, a case the verdict makes, or (for a binary that lists
+    /// none) anything under its test name.
+    fn has(&self, case: &str) -> bool {
+        let m = |name: &str| crate::glob::matches(case, name);
+        self.tests.iter().any(|(test, cases)| {
+            let verdict = VERDICT_CASES
+                .iter()
+                .map(|v| v.to_string())
+                .chain(
+                    crate::console::ReportKind::ALL
+                        .iter()
+                        .map(|k| format!("kernel-{}", k.name())),
+                )
+                .any(|v| m(&format!("{test}/{v}")));
+            verdict
+                || match cases {
+                    Some(cases) => cases.iter().any(|c| m(&format!("{test}/{c}"))),
+                    None => case.starts_with(&format!("{test}/")),
+                }
+        }) || ["vm", "ktap"].iter().any(|n| m(n))
+            || crate::console::ReportKind::ALL
+                .iter()
+                .any(|k| m(&format!("boot/kernel-{}", k.name())))
+    }
+
+    /// A few case names, for an error: of the test the glob names, if it
+    /// names one, else of every test.
+    fn examples(&self, case: &str) -> String {
+        let mut names: Vec<String> = Vec::new();
+        let first = case.split('/').next().unwrap_or(case);
+        let named = self.tests.iter().any(|(t, _)| t == first);
+        for (test, cases) in self.tests.iter().filter(|(t, _)| !named || t == first) {
+            match cases {
+                Some(c) => names.extend(c.iter().take(2).map(|c| format!("{test}/{c}"))),
+                None => names.push(format!("{test}/...")),
+            }
+        }
+        if named {
+            if let Some((_, Some(c))) = self.tests.iter().find(|(t, _)| t == first) {
+                names = c.iter().map(|c| format!("{first}/{c}")).collect();
+            }
+        }
+        let more = names.len() > 8;
+        names.truncate(8);
+        format!("{}{}", names.join(", "), if more { ", ..." } else { "" })
+    }
+}
+
+/// `known_failures:` of suite `name`. Each entry names one failure
+/// exactly: `case:` a glob naming cases the suite has, `message:` a glob
+/// over the failure's one-line message, `kernel:` at least one glob that
+/// names a declared kernel, `reason:`; `accel:` `tcg` or `kvm` if given.
+/// The entry keeps its position, its identity in every report.
 fn known_failures(
     cx: &Ctx,
     name: &str,
     raw: Vec<RawKnownFailure>,
     kernels: &[Kernel],
+    catalog: &Catalog,
 ) -> Result<Vec<KnownFailure>, MatrixError> {
     let key = locate::item(cx.text, "suites", name, Some("known_failures"));
     let mut known_failures = Vec::new();
@@ -217,28 +322,50 @@ fn known_failures(
                 format!("suite {name:?}: known_failures accel {a:?}: expected tcg or kvm"),
             ));
         }
-        if let Some(m) = &k.message {
-            let why = if m.is_empty() {
-                Err("empty glob (leave message: out to accept every failure of the case)".into())
-            } else {
-                crate::glob::check(m)
-            };
-            if let Err(why) = why {
-                return Err(err(
-                    at_field("message"),
-                    format!("message {m:?}: {why}; expected a glob over the failure message"),
-                ));
-            }
-        }
-        let given = k.kernel.is_some();
-        let globs = k.kernel.unwrap_or_default();
-        if given && globs.is_empty() {
+        crate::glob::check(&k.case)
+            .map_err(|why| err(at_field("case"), format!("case {:?}: {why}", k.case)))?;
+        if !catalog.has(&k.case) {
             return Err(err(
-                at_field("kernel"),
-                "kernel: expected at least one kernel name glob (leave kernel: out for every kernel)"
-                    .into(),
+                at_field("case"),
+                format!(
+                    "case {:?} names no case of this suite (it has e.g. {})",
+                    k.case,
+                    catalog.examples(&k.case)
+                ),
             ));
         }
+        if k.reason.trim().is_empty() {
+            return Err(err(
+                at_field("reason"),
+                "reason: expected why the failure is accepted".into(),
+            ));
+        }
+        let Some(message) = k.message else {
+            return Err(err(
+                entry,
+                "expected message: (a glob over the exact failure message it accepts; any other failure of the case stays a failure)".into(),
+            ));
+        };
+        let why = if message.trim().is_empty() || message.chars().all(|c| c == '*') {
+            Err("it matches any failure".to_string())
+        } else {
+            crate::glob::check(&message)
+        };
+        if let Err(why) = why {
+            return Err(err(
+                at_field("message"),
+                format!(
+                    "message {message:?}: {why}; expected a glob over the exact failure message"
+                ),
+            ));
+        }
+        let Some(globs) = k.kernel.filter(|g| !g.is_empty()) else {
+            return Err(err(
+                at_field("kernel").or(entry),
+                "expected kernel: with at least one glob naming the declared kernels it is seen on"
+                    .into(),
+            ));
+        };
         for g in &globs {
             let at = entry.and_then(|(line, _)| locate::scalar(cx.text, line, None, g, 0));
             crate::glob::check(g).map_err(|why| err(at, format!("kernel {g:?}: {why}")))?;
@@ -253,12 +380,18 @@ fn known_failures(
                 ));
             }
         }
+        let at = match entry {
+            Some((line, column)) => format!("{}:{line}:{column}", cx.path.display()),
+            None => format!("{}: suite {name}, known_failures[{i}]", cx.path.display()),
+        };
         known_failures.push(KnownFailure {
             case: k.case,
             reason: k.reason,
             accel: k.accel,
-            message: k.message,
+            message,
             kernels: globs,
+            suite: name.to_string(),
+            at,
         });
     }
     Ok(known_failures)

@@ -214,9 +214,6 @@ impl<'a> Builder<'a> {
             misc.insert("case".into(), text(&case.name, MAX_TEXT).into());
             if let Some(m) = &case.message {
                 misc.insert("message".into(), text(m, MAX_TEXT).into());
-                if case.status == "skip" && m.starts_with("known failure:") {
-                    misc.insert("known_failure".into(), true.into());
-                }
                 if matches!(status, "FAIL" | "MISS") {
                     t.insert("log_excerpt".into(), text(m, MAX_EXCERPT).into());
                 }
@@ -226,6 +223,16 @@ impl<'a> Builder<'a> {
                     "bench".into(),
                     json!({"spec": b.spec, "sd": b.sd, "rounds": b.n, "threads": b.threads}),
                 );
+            }
+            if case.status == "xfail" {
+                misc.insert("xfail".into(), true.into());
+                if let Some(k) = &case.known_failure {
+                    misc.insert(
+                        "known_failure".into(),
+                        json!({"entry": text(&k.entry, MAX_TEXT), "reason": text(&k.reason, MAX_TEXT)}),
+                    );
+                    self.known_incident(k, &id);
+                }
             }
             t.insert("misc".into(), misc.into());
             case_ids.push((case, id));
@@ -440,6 +447,38 @@ impl<'a> Builder<'a> {
         Some(files.into())
     }
 
+    /// An xfail's known failure as an issue (the matrix entry) with an
+    /// incident at the test: how KCIDB marks a failure as already known.
+    fn known_incident(&mut self, k: &super::results::KnownFailureRef, test_id: &str) {
+        let issue_id = self.id(&["known-failure", &k.entry]);
+        if self.first(&issue_id) {
+            self.issues.push(json!({
+                "id": issue_id,
+                "version": 1,
+                "origin": self.opts.origin,
+                "comment": text(&format!("known failure ({}): {}", k.entry, k.reason), MAX_TEXT),
+                "misc": {"known_failure": text(&k.entry, MAX_TEXT)},
+            }));
+        }
+        self.present_at(&issue_id, test_id, &k.reason);
+    }
+
+    /// An incident: issue `issue_id` (version 1) seen at `test_id`.
+    fn present_at(&mut self, issue_id: &str, test_id: &str, comment: &str) {
+        let incident_id = self.id(&["incident", issue_id, test_id]);
+        if self.first(&incident_id) {
+            self.incidents.push(json!({
+                "id": incident_id,
+                "origin": self.opts.origin,
+                "issue_id": issue_id,
+                "issue_version": 1,
+                "test_id": test_id,
+                "present": true,
+                "comment": text(comment, MAX_TEXT),
+            }));
+        }
+    }
+
     fn incident(&mut self, r: &KernelReport, test_id: &str) {
         let signature = text(&report_signature(&r.kind, &r.title), 1000);
         let issue_id = self.id(&["issue", &signature]);
@@ -453,18 +492,7 @@ impl<'a> Builder<'a> {
                 "misc": {"kind": r.kind, "title": text(&r.title, MAX_TEXT)},
             }));
         }
-        let incident_id = self.id(&["incident", &issue_id, test_id]);
-        if self.first(&incident_id) {
-            self.incidents.push(json!({
-                "id": incident_id,
-                "origin": self.opts.origin,
-                "issue_id": issue_id,
-                "issue_version": 1,
-                "test_id": test_id,
-                "present": true,
-                "comment": text(&r.title, MAX_TEXT),
-            }));
-        }
+        self.present_at(&issue_id, test_id, &r.title);
     }
 }
 

@@ -109,10 +109,22 @@ pub struct KernelReport {
 pub struct Case {
     /// `binary/case`.
     pub name: String,
-    /// `pass`, `fail` or `skip`.
+    /// `pass`, `fail`, `xfail` or `skip`.
     pub status: String,
     /// Failure message or skip reason.
     pub message: Option<String>,
+    /// The matrix entry that expects this failure (`xfail` only).
+    pub known_failure: Option<KnownFailureRef>,
+}
+
+/// `known_failure` of an `xfail` case.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct KnownFailureRef {
+    /// Where the entry is declared (`matrix.yaml:85:9`).
+    pub entry: String,
+    /// Why it is accepted.
+    pub reason: String,
 }
 
 /// A topology's nodes and distances.
