@@ -1,7 +1,8 @@
 //! The KCIDB document (`--kcidb`, `harness report kcidb`) checked with
 //! KernelCI's own validator (`kcidb_common`): fixtures of every status, a
 //! patched `source:` kernel, a benchmark and a panicking guest; stable ids;
-//! old results files; usage errors; and a real 2-cell matrix (VM tier).
+//! old results files; usage errors; a real 2-cell matrix, and a real cell
+//! with a known failure (xfail in every report, an unused entry stale) (VM tier).
 
 mod common;
 mod kcidb_common;
@@ -448,4 +449,151 @@ fn a_real_two_cell_matrix_writes_a_valid_document() {
         .unwrap();
     assert!(again.status.success());
     assert!(again.stdout == bytes, "report kcidb differs from --kcidb");
+}
+
+/// A suite with one failure known exactly and one entry that excuses
+/// nothing: the failure is xfail in every report, the cell passes, and the
+/// unused entry is reported stale.
+const KNOWN: &str = "kernels:
+  - name: debian-7.3
+    spec: debian:7.3
+topologies:
+  - name: 1n
+    nodes: [{cpus: 1, mem: 384M}]
+suites:
+  - name: faults
+    tests:
+      - {bin: fault, name: exits1, args: [exit, '1']}
+      - {bin: fault, name: exits0, args: [exit, '0']}
+    known_failures:
+      - case: exits1
+        message: 'exited with status 1'
+        kernel: [debian-7.3]
+        reason: 'known exactly'
+      - case: exits0
+        message: 'exited with status 1'
+        kernel: [debian-7.3]
+        reason: 'outlived its bug'
+overrides:
+  - accel: tcg
+";
+
+#[test]
+fn a_known_failure_is_xfail_in_every_report_and_an_unused_entry_stale() {
+    if !common::enabled() {
+        return;
+    }
+    let _vm = common::vm_lock();
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("matrix.yaml");
+    std::fs::write(&m, KNOWN).unwrap();
+    let (doc_path, json_path, out) = (
+        d.path().join("kcidb.json"),
+        d.path().join("results.json"),
+        d.path().join("out"),
+    );
+    let r = harness()
+        .arg("matrix")
+        .arg("--matrix")
+        .arg(&m)
+        .arg("--out")
+        .arg(&out)
+        .arg("--json")
+        .arg(&json_path)
+        .arg("--kcidb")
+        .arg(&doc_path)
+        .args(["--origin", "futex_harness_vm"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&r.stdout),
+        String::from_utf8_lossy(&r.stderr),
+    );
+    // Expected results only: exit 0.
+    assert_eq!(r.status.code(), Some(0), "{stdout}\n{stderr}");
+    let entry = format!("{}:13:7", m.display());
+    let stale_entry = format!("{}:17:7", m.display());
+    // Terminal: the cell line counts it, the case is shown with its entry.
+    assert!(
+        stderr.contains("PASS debian-7.3/1n/faults (")
+            && stderr.contains(" 0 failed, 1 xfail, 0 skipped)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "  XFAIL exits1: exited with status 1 (known failure, {entry})"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "STALE known failure {stale_entry} (suite faults, case exits0"
+        )),
+        "{stdout}"
+    );
+
+    // JUnit: a skip of type xfail, never a pass or a plain skip.
+    let xml = std::fs::read_to_string(out.join("junit.xml")).unwrap();
+    let jdoc = roxmltree::Document::parse(&xml).unwrap();
+    let case = jdoc
+        .descendants()
+        .find(|n| n.has_tag_name("testcase") && n.attribute("name") == Some("exits1"))
+        .expect("exits1 in JUnit");
+    let skipped = case
+        .children()
+        .find(|n| n.has_tag_name("skipped"))
+        .expect("xfail is a typed skip");
+    assert_eq!(skipped.attribute("type"), Some("xfail"));
+    assert_eq!(
+        skipped.attribute("message"),
+        Some("xfail: exited with status 1")
+    );
+    assert!(case
+        .descendants()
+        .any(|p| p.attribute("name") == Some("known_failure")
+            && p.attribute("value") == Some(entry.as_str())));
+
+    // JSON: status xfail with the entry; counted apart; the stale entry.
+    let results: Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let cell = &results["cells"][0];
+    let c = cell["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "exits1")
+        .unwrap();
+    assert_eq!(
+        (&c["status"], &c["message"], &c["known_failure"]["entry"]),
+        (
+            &Value::from("xfail"),
+            &Value::from("exited with status 1"),
+            &Value::from(entry.as_str())
+        )
+    );
+    assert_eq!(cell["counts"]["xfail"], 1);
+    assert_eq!(cell["counts"]["fail"], 0);
+    let stale = results["run"]["stale_known_failures"].as_array().unwrap();
+    assert_eq!(stale.len(), 1, "{stale:?}");
+    assert_eq!(stale[0]["entry"], stale_entry.as_str());
+
+    // KCIDB, checked by kcidb-io: FAIL (the kernel did fail), marked, and
+    // tied by an incident to the known failure's issue.
+    let bytes = std::fs::read(&doc_path).unwrap();
+    validate(&bytes);
+    let doc: Value = serde_json::from_slice(&bytes).unwrap();
+    let t = tests_of(&doc, "futex_harness.faults.exits1");
+    assert_eq!(t.len(), 1, "{doc:#}");
+    assert_eq!(t[0]["status"], "FAIL");
+    assert_eq!(t[0]["misc"]["xfail"], true);
+    let issue = doc["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["misc"]["known_failure"] == entry.as_str())
+        .expect("an issue for the entry");
+    assert!(doc["incidents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|i| i["issue_id"] == issue["id"] && i["test_id"] == t[0]["id"]));
 }

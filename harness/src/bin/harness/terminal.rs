@@ -214,7 +214,19 @@ impl Reporter for Terminal {
                 self.running.retain(|r| *r != o.meta.name);
                 self.failed += usize::from(!o.status.ok());
                 match self.shape {
-                    Shape::Cells => self.say(&Self::cell_line(o)),
+                    Shape::Cells => {
+                        self.say(&Self::cell_line(o));
+                        // A known failure that happened is seen, not only
+                        // counted: which case, which message, which entry.
+                        for c in &o.cases {
+                            if let CaseStatus::Xfail { message, entry, .. } = &c.status {
+                                self.say(&format!(
+                                    "  XFAIL {}: {message} (known failure, {entry})",
+                                    c.name
+                                ));
+                            }
+                        }
+                    }
                     Shape::Cases => Self::cases(o),
                     Shape::Steps => {}
                 }

@@ -246,7 +246,7 @@ impl Catalog {
 
     /// Whether glob `case` names at least one case the suite has: a
     /// listed case, a case the verdict makes, or (for a binary that lists
-    /// none) anything under its test name.
+    /// none) the test itself or anything under its name.
     fn has(&self, case: &str) -> bool {
         let m = |name: &str| crate::glob::matches(case, name);
         self.tests.iter().any(|(test, cases)| {
@@ -262,7 +262,9 @@ impl Catalog {
             verdict
                 || match cases {
                     Some(cases) => cases.iter().any(|c| m(&format!("{test}/{c}"))),
-                    None => case.starts_with(&format!("{test}/")),
+                    // A binary that lists nothing may print no KTAP
+                    // either: then it is one case, named as the test.
+                    None => case.starts_with(&format!("{test}/")) || m(test),
                 }
         }) || ["vm", "ktap"].iter().any(|n| m(n))
             || crate::console::ReportKind::ALL
