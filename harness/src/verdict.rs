@@ -375,7 +375,7 @@ fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
             .iter()
             .rev()
             .map(|d| d.trim())
-            .find(|d| !d.is_empty())
+            .find(|d| !d.is_empty() && !repeats_result(d, &node.name))
             .unwrap_or(what)
             .to_string(),
         text: node.diagnostics.join("\n"),
@@ -414,6 +414,15 @@ fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
         (TestResult::Ok, None) => CaseStatus::Pass,
         (TestResult::NotOk, None) => fail("not ok"),
     }
+}
+
+/// Whether diagnostic `d` only repeats the result of test `name`
+/// (kselftest_harness ends a failed test with `<fn>: Test failed` and
+/// `#          FAIL  <name>`): the cause is the line before them.
+fn repeats_result(d: &str, name: &str) -> bool {
+    d.strip_prefix("FAIL")
+        .is_some_and(|rest| rest.starts_with(' ') && rest.trim() == name)
+        || d.ends_with(": Test failed")
 }
 
 fn incomplete_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
@@ -724,6 +733,21 @@ ok 2 topology # SKIP reason
             eprintln!("case: {what}");
             check(cell, expected);
         }
+    }
+
+    #[test]
+    fn kselftest_harness_result_lines_are_not_the_message() {
+        let c = cell(
+            "KTAP version 1\n1..1\n  KTAP version 1\n  1..2\n  # stderr: # t: Test terminated by timeout\n  #          FAIL  args.t_0.p\n  not ok 1 args.t_0.p\n  # stderr: # r.c:532:t:One or more children failed\n  # stderr: # t: Test failed\n  #          FAIL  global.t\n  not ok 2 global.t\nnot ok 1 p\n",
+            "",
+            VmEnd::Finished,
+            &["p"],
+        );
+        check(
+            &c,
+            "p/args.t_0.p: FAIL: stderr: # t: Test terminated by timeout
+             p/global.t: FAIL: stderr: # r.c:532:t:One or more children failed",
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// Bumped whenever the build recipe changes (part of the cache key).
-pub const RECIPE: &str = "kselftest-futex-1";
+pub const RECIPE: &str = "kselftest-futex-2";
 
 /// What a cached build holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -181,11 +181,54 @@ pub(super) fn step(name: &str, mut cmd: Command, log: &Path) -> Result<(), Kself
     })
 }
 
-/// The `make` commands of the build (pure: returned, not run).
+/// kselftest_harness's per-test timeout in our builds, in seconds.
+/// Upstream's is 30 s (`TEST_TIMEOUT_DEFAULT`), sized for real CPUs: under
+/// TCG the same tests run several times slower (`futex_priv_hash` at 18
+/// vCPUs, `futex_numa_mpol`'s Regular test and the requeue_pi variants were
+/// seen ending at 30 s with every thread done), so a correct kernel failed.
+/// Four times upstream's keeps its hang detection meaningful; the guest's
+/// per-program timeout ([`super::suite::PROGRAM_TIMEOUT`]) still bounds a
+/// whole program.
+pub const TEST_TIMEOUT_SECS: u32 = 120;
+
+/// The upstream header's timeout line, as 7.3 has it.
+const TIMEOUT_LINE: &str = "#define TEST_TIMEOUT_DEFAULT 30";
+
+/// Writes a copy of `root`'s `kselftest_harness.h` into `dir` with
+/// [`TEST_TIMEOUT_SECS`] as its default timeout. The futex tests include
+/// it as `"kselftest_harness.h"` through `-I`, and `CFLAGS` from the
+/// environment comes first on their command line, so the copy wins and the
+/// tree itself (maybe a user's) is never written to. A header without the
+/// line (another upstream version) is an error, not a silent 30 s.
+pub fn harness_header(root: &Path, dir: &Path) -> Result<(), KselftestError> {
+    let from = root.join("tools/testing/selftests/kselftest_harness.h");
+    let text = fs::read_to_string(&from).map_err(io_err("read", &from))?;
+    if !text.lines().any(|l| l.trim_end() == TIMEOUT_LINE) {
+        return Err(KselftestError::HarnessHeader { path: from });
+    }
+    let patched: String = text
+        .lines()
+        .map(|l| {
+            if l.trim_end() == TIMEOUT_LINE {
+                format!("#define TEST_TIMEOUT_DEFAULT {TEST_TIMEOUT_SECS} /* futex-harness: TCG */")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    let to = dir.join("kselftest_harness.h");
+    fs::write(&to, patched + "\n").map_err(io_err("write", &to))
+}
+
+/// The `make` commands of the build (pure: returned, not run); `include`
+/// holds the [`harness_header`] copy.
 pub fn make_commands(
     root: &Path,
     obj: &Path,
     out: &Path,
+    include: &Path,
     numa: Option<&LibNuma>,
     jobs: usize,
 ) -> (Command, Command) {
@@ -207,20 +250,23 @@ pub fn make_commands(
             obj.join("usr/include").display()
         ))
         .arg("CC=gcc -static");
+    // CFLAGS/LDFLAGS come from the environment: the Makefile appends to
+    // CFLAGS, so these -I come before the tree's own.
+    let mut cflags = format!("-I{}", include.display());
     match numa {
         // The Makefile asks pkg-config; the unpacked package has no .pc in
-        // its search path, so say the answer directly. CFLAGS/LDFLAGS come
-        // from the environment: the Makefile appends to CFLAGS.
+        // its search path, so say the answer directly.
         Some(n) => {
+            cflags.push_str(&format!(" -I{}", n.dir.join("include").display()));
             tests
                 .arg("LIBNUMA_TEST=SUFFICIENT")
-                .env("CFLAGS", format!("-I{}", n.dir.join("include").display()))
                 .env("LDFLAGS", format!("-L{}", n.dir.join("lib").display()));
         }
         None => {
             tests.arg("LIBNUMA_TEST=NO");
         }
     }
+    tests.env("CFLAGS", cflags);
     (headers, tests)
 }
 
@@ -242,7 +288,9 @@ pub fn build(
     let obj = work.join("obj");
     let out = work.join("out");
     fs::create_dir_all(&out).map_err(io_err("create", &out))?;
-    let (headers, tests) = make_commands(root, &obj, &out, numa, jobs);
+    let include = work.join("include");
+    harness_header(root, &include)?;
+    let (headers, tests) = make_commands(root, &obj, &out, &include, numa, jobs);
     step("make headers", headers, log)?;
     step("make futex selftests", tests, log)?;
 
@@ -292,6 +340,7 @@ mod tests {
             Path::new("/src"),
             Path::new("/w/obj"),
             Path::new("/w/out"),
+            Path::new("/w/include"),
             Some(&numa),
             2,
         );
@@ -308,7 +357,51 @@ mod tests {
         assert!(t
             .get_envs()
             .any(|(k, v)| k == "LDFLAGS" && v == Some("-L/c/numa/lib".as_ref())));
-        let (_, t) = make_commands(Path::new("/s"), Path::new("/o"), Path::new("/u"), None, 1);
+        // Our harness header first, then libnuma's.
+        assert!(t
+            .get_envs()
+            .any(|(k, v)| k == "CFLAGS" && v == Some("-I/w/include -I/c/numa/include".as_ref())));
+        let (_, t) = make_commands(
+            Path::new("/s"),
+            Path::new("/o"),
+            Path::new("/u"),
+            Path::new("/i"),
+            None,
+            1,
+        );
         assert!(args(&t).contains(&"LIBNUMA_TEST=NO".to_string()));
+        assert!(t
+            .get_envs()
+            .any(|(k, v)| k == "CFLAGS" && v == Some("-I/i".as_ref())));
+    }
+
+    #[test]
+    fn the_harness_header_copy_changes_only_the_timeout() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("src");
+        let h = root.join("tools/testing/selftests");
+        fs::create_dir_all(&h).unwrap();
+        let upstream = "#include \"kselftest.h\"\n\n#define TEST_TIMEOUT_DEFAULT 30\n\n/* x */\n";
+        fs::write(h.join("kselftest_harness.h"), upstream).unwrap();
+        let inc = d.path().join("inc");
+        harness_header(&root, &inc).unwrap();
+        let copy = fs::read_to_string(inc.join("kselftest_harness.h")).unwrap();
+        assert_eq!(
+            copy,
+            "#include \"kselftest.h\"\n\n#define TEST_TIMEOUT_DEFAULT 120 /* futex-harness: TCG */\n\n/* x */\n"
+        );
+        // The tree is untouched.
+        assert_eq!(
+            fs::read_to_string(h.join("kselftest_harness.h")).unwrap(),
+            upstream
+        );
+        // Another upstream version: an error naming the file.
+        fs::write(
+            h.join("kselftest_harness.h"),
+            "#define TEST_TIMEOUT_DEFAULT 45\n",
+        )
+        .unwrap();
+        let e = harness_header(&root, &inc).unwrap_err().to_string();
+        assert!(e.contains("kselftest_harness.h"), "{e}");
     }
 }

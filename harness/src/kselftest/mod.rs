@@ -123,6 +123,12 @@ pub enum KselftestError {
         /// The build log.
         log: PathBuf,
     },
+    /// The tree's kselftest_harness.h has no timeout line we know.
+    #[error("{path}: no `#define TEST_TIMEOUT_DEFAULT 30` line: this kselftest_harness.h is not the one the build knows how to give a TCG timeout (see kselftest::build::TEST_TIMEOUT_SECS)")]
+    HarnessHeader {
+        /// The header read.
+        path: PathBuf,
+    },
     /// A built program is not static.
     #[error(transparent)]
     Bin(#[from] crate::guestbin::GuestBinError),
