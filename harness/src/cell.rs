@@ -338,5 +338,6 @@ pub async fn run_attached(
         notes,
         known_failures: Vec::new(),
         profile,
+        boot_retries: Vec::new(),
     })
 }

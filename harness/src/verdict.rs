@@ -519,6 +519,7 @@ mod tests {
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: vec![],
+            boot_retries: vec![],
             profile: Default::default(),
         }
     }
@@ -809,6 +810,7 @@ mod known_failure_tests {
             started: std::time::SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: known,
+            boot_retries: vec![],
             profile: Default::default(),
         }
     }

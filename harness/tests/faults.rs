@@ -1452,6 +1452,7 @@ fn many_results_with_one_name_are_judged_in_linear_time() {
         qemu_cpu: None,
         notes: vec![],
         known_failures: vec![],
+        boot_retries: Vec::new(),
         profile: Default::default(),
     };
     let t = Instant::now();
