@@ -242,3 +242,20 @@ fn the_schema_refuses_what_the_writer_never_writes() {
         );
     }
 }
+
+#[test]
+fn the_schema_names_exactly_the_retried_signatures() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let listed = words(
+        schema["$defs"]["boot_retry"]["properties"]["signature"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter(),
+    );
+    let names: BTreeSet<&str> = harness::cell::boot_retry::SIGNATURES
+        .iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(listed, names);
+}
