@@ -2,13 +2,14 @@
 //! VM -> KTAP + console scan -> [`CellResult`]. Keeps the console log, the
 //! raw KTAP stream and QEMU's argv in the cell's output directory.
 
+pub mod boot_retry;
 pub mod bootplan;
 
 use crate::guestbin::GuestBins;
 use crate::host::Qemu;
 use crate::initramfs::InitramfsError;
 use crate::qemu::Accel;
-use crate::result::{CellResult, VmEnd};
+use crate::result::{BootRetry, CellResult, VmEnd};
 use crate::suite::{SuiteError, SuiteTest};
 use crate::topology::Topology;
 use crate::vm::{Attach, Limits, LiveTap, VmError, VmRequest, WedgeWatch};
@@ -78,7 +79,8 @@ pub struct CellSpec {
     pub watchdog: Option<Duration>,
     /// Multiplies in-guest timeouts.
     pub timeout_scale: f64,
-    /// How often a boot that dies before guest-init speaks is retried.
+    /// How often a boot that dies before guest-init speaks with a known
+    /// crash signature ([`boot_retry::SIGNATURES`]) is booted again.
     pub boot_retries: u32,
     /// Where logs go (created).
     pub out_dir: PathBuf,
@@ -132,23 +134,25 @@ pub fn default_watchdog(tests: &[SuiteTest], accel: Accel, scale: f64) -> Durati
     boot_allowance(accel) + tests
 }
 
-/// Boots retried by default when the guest dies before guest-init speaks:
+/// Boots retried by default when a boot crashes with a known signature:
 /// Debian's 6.12 kernel crashes in about 3 boots in 10 under QEMU 7.2's TCG
 /// (measured with a bare static init, any CPU model), so one retry is not
 /// enough for a 50-cell matrix to be reliably green.
 pub const DEFAULT_BOOT_RETRIES: u32 = 3;
 
 /// Whether the VM died during boot, before guest-init printed its first
-/// KTAP line: an infrastructure failure (measured: Debian's 6.12 kernel
-/// crashes in about one boot in five under QEMU 7.2's TCG), not a result.
+/// KTAP line. Only a crash of a known signature ([`boot_retry`]) is booted
+/// again; any other is the cell's result.
 pub fn boot_failed(out: &crate::vm::VmOutput) -> bool {
     let crashed = matches!(out.end, VmEnd::KernelPanic | VmEnd::QemuExited { .. });
     crashed && !out.results.windows(4).any(|w| w == b"KTAP")
 }
 
-/// Runs a cell. A boot that dies before guest-init speaks is retried
-/// `boot_retries` times (and the result says so). A KVM failure of the kind TCG does not have is retried
-/// once under TCG, and the result says so.
+/// Runs a cell. A boot that dies before guest-init speaks with a known
+/// crash signature is booted again up to `boot_retries` times, each retry
+/// recorded in the result; any other boot crash fails the cell at once. A
+/// KVM failure of the kind TCG does not have is retried once under TCG,
+/// and the result says so.
 pub async fn run(
     spec: &CellSpec,
     qemu: &Qemu,
@@ -201,7 +205,9 @@ pub async fn run_attached(
     let mut accel = spec.accel;
     let mut notes = cell_shares.notes.clone();
     let mut attempt = 0u32;
-    let mut boot_retries_left = spec.boot_retries;
+    let mut boot_retries: Vec<BootRetry> = Vec::new();
+    // From the image on the host, once: what a crash signature names.
+    let release = crate::kernel::spec::image_release(&spec.kernel_image);
     let out = loop {
         attempt += 1;
         let daemons =
@@ -279,19 +285,28 @@ pub async fn run_attached(
                 });
             }
         }
-        if boot_retries_left > 0 && boot_failed(&out) {
-            boot_retries_left -= 1;
+        let crash = boot_retry::Crash {
+            release: release.as_deref(),
+            accel,
+            qemu_major: qemu.major(),
+            console: &out.console,
+        };
+        let retry = (boot_retries.len() < spec.boot_retries as usize && boot_failed(&out))
+            .then(|| boot_retry::decide(&crash, attempt))
+            .flatten();
+        if let Some(retry) = retry {
+            // The crashed boot's console stays beside the cell's.
             let kept = spec
                 .out_dir
                 .join(format!("console-boot-failure-{attempt}.log"));
             let _ = std::fs::rename(spec.out_dir.join("console.log"), &kept);
-            let note = format!(
-                "the guest died before guest-init reported anything ({}); booted again (console kept in {})",
-                crate::verdict::describe(&out.end),
-                kept.display()
+            tracing::warn!(
+                "{}: boot {attempt} crashed with the known signature {} ({}); booting again",
+                spec.name,
+                retry.signature,
+                retry.line
             );
-            tracing::warn!("{}: {note}", spec.name);
-            notes.push(note);
+            boot_retries.push(retry);
             retried += out.elapsed;
             continue;
         }
@@ -338,5 +353,6 @@ pub async fn run_attached(
         notes,
         known_failures: Vec::new(),
         profile,
+        boot_retries,
     })
 }

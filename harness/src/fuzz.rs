@@ -327,6 +327,7 @@ fn check_report(doc: ktap::Document, scan: ConsoleScan, input_len: usize) -> Res
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: Vec::new(),
+            boot_retries: Vec::new(),
             profile: Default::default(),
         };
         let cases = crate::verdict::cases(&cell);

@@ -47,8 +47,7 @@ pub const RELIABLE_TCG_QEMU_MAJOR: u32 = 8;
 
 /// A note when this QEMU's TCG is known to be unreliable.
 pub fn tcg_note(qemu: &Qemu) -> Option<String> {
-    let major: u32 = qemu.version.split('.').next()?.parse().ok()?;
-    (major < RELIABLE_TCG_QEMU_MAJOR).then(|| {
+    (qemu.major()? < RELIABLE_TCG_QEMU_MAJOR).then(|| {
         format!(
             "QEMU {} emulates some kernels unreliably under TCG (seen: Debian 6.12 crashing at random); QEMU >= {RELIABLE_TCG_QEMU_MAJOR} is recommended (Debian 12: bookworm-backports)",
             qemu.version
@@ -63,6 +62,13 @@ pub struct Qemu {
     pub path: PathBuf,
     /// e.g. `7.2.19`.
     pub version: String,
+}
+
+impl Qemu {
+    /// The major version (`7` of `7.2.19`), when the version has one.
+    pub fn major(&self) -> Option<u32> {
+        self.version.split('.').next()?.parse().ok()
+    }
 }
 
 /// What `--accel` asked for.

@@ -98,6 +98,10 @@ pub fn testsuite(cell: &CellResult, cases: &[Case]) -> TestSuite {
     for note in &cell.notes {
         properties.push(("note", note.clone()));
     }
+    for r in &cell.boot_retries {
+        let value = format!("{} attempt {}: {}", r.signature, r.attempt, r.line);
+        properties.push(("boot_retry", value));
+    }
     for (name, value) in properties {
         suite.add_property(Property::new(name, short(&value)));
     }
@@ -375,6 +379,7 @@ mod tests {
             started: SystemTime::UNIX_EPOCH + Duration::from_secs(1_782_907_200),
             notes: vec![],
             known_failures: vec![],
+            boot_retries: Vec::new(),
             profile: Default::default(),
         }
     }
@@ -390,6 +395,30 @@ mod tests {
             ),
             "{xml}"
         );
+    }
+
+    #[test]
+    fn each_boot_retry_is_a_property() {
+        let mut c = cell("t", b"", b"", VmEnd::Finished, &[]);
+        c.boot_retries = vec![
+            crate::result::BootRetry {
+                signature: "qemu7-tcg-debian-6.12".into(),
+                attempt: 1,
+                line: "traps: PANIC: double fault, error_code: 0x0 <&>".into(),
+            },
+            crate::result::BootRetry {
+                signature: "qemu7-tcg-debian-6.12".into(),
+                attempt: 2,
+                line: "init[1]: segfault at 8".into(),
+            },
+        ];
+        let xml = report("r", &[c]).to_string().unwrap();
+        for p in [
+            r#"<property name="boot_retry" value="qemu7-tcg-debian-6.12 attempt 1: traps: PANIC: double fault, error_code: 0x0 &lt;&amp;&gt;"/>"#,
+            r#"<property name="boot_retry" value="qemu7-tcg-debian-6.12 attempt 2: init[1]: segfault at 8"/>"#,
+        ] {
+            assert!(xml.contains(p), "{p} in {xml}");
+        }
     }
 
     #[test]

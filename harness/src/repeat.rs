@@ -427,6 +427,7 @@ mod tests {
             qemu_cpu: None,
             started: std::time::SystemTime::UNIX_EPOCH,
             known_failures: vec![],
+            boot_retries: Vec::new(),
             profile: Default::default(),
             notes: vec![],
         }

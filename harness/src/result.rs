@@ -80,6 +80,21 @@ pub struct CellResult {
     pub notes: Vec<String>,
     /// Where the cell's time went (its last boot's phases and binaries).
     pub profile: crate::profile::CellProfile,
+    /// The boots that crashed with a known signature and were booted
+    /// again (`crate::cell::boot_retry`), in order; empty for one boot.
+    pub boot_retries: Vec<BootRetry>,
+}
+
+/// One boot that crashed before guest-init spoke, matched a known
+/// signature and was booted again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BootRetry {
+    /// The signature's name (`qemu7-tcg-debian-6.12`).
+    pub signature: String,
+    /// Which boot of the cell crashed (1: the first).
+    pub attempt: u32,
+    /// The console line that matched, printable and bounded (guest output).
+    pub line: String,
 }
 
 /// A failure the matrix declares known (`known_failures:` of a suite): one
@@ -162,6 +177,7 @@ pub(crate) mod tests_support {
             known_failures: vec![],
             notes: vec![],
             profile: Default::default(),
+            boot_retries: vec![],
         }
     }
 }

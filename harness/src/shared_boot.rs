@@ -514,6 +514,7 @@ ok 3 futex-prctl
             started: std::time::SystemTime::UNIX_EPOCH,
             qemu_cpu: Some(Duration::from_secs(20)),
             known_failures: vec![],
+            boot_retries: Vec::new(),
             notes: vec![],
             profile: crate::profile::CellProfile {
                 phases: vec![

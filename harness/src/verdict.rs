@@ -528,6 +528,7 @@ mod tests {
             started: SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: vec![],
+            boot_retries: vec![],
             profile: Default::default(),
         }
     }
@@ -833,6 +834,7 @@ mod known_failure_tests {
             started: std::time::SystemTime::UNIX_EPOCH,
             notes: vec![],
             known_failures: known,
+            boot_retries: vec![],
             profile: Default::default(),
         }
     }

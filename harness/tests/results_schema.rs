@@ -13,6 +13,7 @@ use harness::events::{CellOutcome, Event, HostFacts};
 use harness::repeat::Repeat;
 use harness::reporter::json::Json;
 use harness::reporter::Reporter;
+use harness::result::BootRetry;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -129,8 +130,16 @@ fn every_cell_status_benchmarks_kernel_facts_panics_and_repeats_are_valid() {
     let d = tempfile::tempdir().unwrap();
     let mut outcomes = kcidb_common::outcomes(d.path(), started());
     outcomes[1] = repeated(outcomes[1].clone(), &outcomes[0]);
+    // The passing cell booted twice: its first boot crashed as known.
+    outcomes[0].result.as_mut().unwrap().boot_retries = vec![BootRetry {
+        signature: "qemu7-tcg-debian-6.12".into(),
+        attempt: 1,
+        line: "[    0.9] traps: PANIC: double fault, error_code: 0x0".into(),
+    }];
     let doc = results_of(&outcomes, d.path());
     let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells[0]["vm"]["boot_retries"][0]["attempt"], 1);
+    assert_eq!(cells[1]["vm"]["boot_retries"], json!([]));
     assert_eq!(cells[1]["repeat"]["first_failure"], 2, "{:#}", cells[1]);
     assert!(cells[1]["cases"]
         .as_array()
@@ -207,6 +216,20 @@ fn the_schema_refuses_what_the_writer_never_writes() {
         ("a negative count", "/cells/0/counts/pass", |v| {
             v["cells"][0]["counts"]["pass"] = json!(-1)
         }),
+        ("a vm without its boot retries", "/cells/0/vm", |v| {
+            v["cells"][0]["vm"]
+                .as_object_mut()
+                .unwrap()
+                .remove("boot_retries");
+        }),
+        ("a boot retry of no known signature", "/cells/0/vm", |v| {
+            v["cells"][0]["vm"]["boot_retries"] =
+                json!([{"signature": "any-panic", "attempt": 1, "line": "x"}])
+        }),
+        ("a boot retry of attempt 0", "/cells/0/vm", |v| {
+            v["cells"][0]["vm"]["boot_retries"] =
+                json!([{"signature": "qemu7-tcg-debian-6.12", "attempt": 0, "line": "x"}])
+        }),
     ];
     for (what, at, mutate) in bad {
         let mut doc = good.clone();
@@ -218,4 +241,21 @@ fn the_schema_refuses_what_the_writer_never_writes() {
             "{what}: no error at {at}: {errors:?}"
         );
     }
+}
+
+#[test]
+fn the_schema_names_exactly_the_retried_signatures() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let listed = words(
+        schema["$defs"]["boot_retry"]["properties"]["signature"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter(),
+    );
+    let names: BTreeSet<&str> = harness::cell::boot_retry::SIGNATURES
+        .iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(listed, names);
 }

@@ -242,6 +242,42 @@ mod tests {
         std::fs::write(&p, &h).unwrap();
         check_bzimage(&p).unwrap();
     }
+
+    #[test]
+    fn the_release_is_the_first_word_of_the_headers_kernel_version() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("img");
+        let mut h = vec![0u8; 0x1000];
+        h[0x202..0x206].copy_from_slice(b"HdrS");
+        h[0x206..0x208].copy_from_slice(&0x20fu16.to_le_bytes());
+        h[0x20e..0x210].copy_from_slice(&0x800u16.to_le_bytes());
+        let text = b"6.12.95+deb12-cloud-amd64 (debian-kernel@lists.debian.org) #1 SMP\0";
+        h[0xa00..0xa00 + text.len()].copy_from_slice(text);
+        std::fs::write(&p, &h).unwrap();
+        assert_eq!(
+            image_release(&p).as_deref(),
+            Some("6.12.95+deb12-cloud-amd64")
+        );
+        // An old boot protocol has no such field.
+        let mut old = h.clone();
+        old[0x206..0x208].copy_from_slice(&0x1ffu16.to_le_bytes());
+        std::fs::write(&p, &old).unwrap();
+        assert_eq!(image_release(&p), None);
+        // No offset, no header, text that is no release, a short file.
+        let mut none = h.clone();
+        none[0x20e..0x210].copy_from_slice(&0u16.to_le_bytes());
+        std::fs::write(&p, &none).unwrap();
+        assert_eq!(image_release(&p), None);
+        let mut junk = h.clone();
+        junk[0xa00..0xa05].copy_from_slice(b"linux");
+        std::fs::write(&p, &junk).unwrap();
+        assert_eq!(image_release(&p), None);
+        std::fs::write(&p, vec![0x41; 0x1000]).unwrap();
+        assert_eq!(image_release(&p), None);
+        std::fs::write(&p, b"short").unwrap();
+        assert_eq!(image_release(&p), None);
+        assert_eq!(image_release(&d.path().join("absent")), None);
+    }
 }
 
 /// A bootable kernel image and what it is.
@@ -394,6 +430,37 @@ pub fn check_bzimage(path: &std::path::Path) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The kernel release an x86 bzImage names in its setup header
+/// (`kernel_version`, boot protocol >= 2.00: the first word of
+/// `6.12.95+deb12-cloud-amd64 (debian-kernel@...) #1 SMP ...`), read from
+/// the file on the host, never from what the guest prints. `None` when the
+/// file has no such header or the string is not a plain release.
+pub fn image_release(path: &std::path::Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).ok()?;
+    let mut h = [0u8; 0x210];
+    f.read_exact(&mut h).ok()?;
+    let protocol = u16::from_le_bytes([h[0x206], h[0x207]]);
+    if &h[0x202..0x206] != b"HdrS" || protocol < 0x200 {
+        return None;
+    }
+    let offset = u16::from_le_bytes([h[0x20e], h[0x20f]]);
+    if offset == 0 {
+        return None;
+    }
+    f.seek(SeekFrom::Start(u64::from(offset) + 0x200)).ok()?;
+    let mut text = [0u8; 64];
+    let n = f.read(&mut text).ok()?;
+    let word: Vec<u8> = text[..n]
+        .iter()
+        .copied()
+        .take_while(|b| b.is_ascii_graphic())
+        .collect();
+    let word = String::from_utf8(word).ok()?;
+    // A release starts with its version: `6.12.95...`, `7.3.4+`.
+    (word.starts_with(|c: char| c.is_ascii_digit()) && word.len() < text.len()).then_some(word)
 }
 
 /// Gets the image for a spec: a local file as is, Debian's package

@@ -149,6 +149,11 @@ pub fn cell_value(o: &CellOutcome) -> Value {
             "console_reports": kinds,
             "console_log": r.console_log.as_ref().map(|p| p.display().to_string()),
             "notes": r.notes.iter().map(|n| bounded(n, MAX_MESSAGE)).collect::<Vec<_>>(),
+            "boot_retries": r.boot_retries.iter().map(|b| json!({
+                "signature": b.signature,
+                "attempt": b.attempt,
+                "line": bounded(&b.line, MAX_MESSAGE),
+            })).collect::<Vec<_>>(),
             "kernel_reports": r.console.reports.iter().map(|k| json!({
                 "kind": k.kind.name(),
                 "test": k.test,
@@ -375,5 +380,39 @@ mod tests {
         assert!(v["cells"][1]["kernel_facts"].is_null());
         assert!(v["cells"][1]["topology_layout"].is_null());
         assert_eq!(v["cells"][1]["bench"], json!([]));
+    }
+
+    #[test]
+    fn each_boot_retry_is_in_the_vm() {
+        let meta = CellMeta {
+            index: 0,
+            name: "k/t/s".into(),
+            kernel: "debian:6.12".into(),
+            kernel_name: "debian-6.12".into(),
+            topology: "t".into(),
+            suite: "smoke".into(),
+            expect: None,
+            out_dir: "/o".into(),
+            facts: None,
+        };
+        let mut o = CellOutcome::without_result(meta, CellStatus::Passed);
+        let mut r = crate::result::tests_support::cell_result();
+        assert_eq!(cell_value(&o)["vm"], Value::Null);
+        o.result = Some(Box::new(r.clone()));
+        assert_eq!(cell_value(&o)["vm"]["boot_retries"], json!([]));
+        r.boot_retries = vec![crate::result::BootRetry {
+            signature: "qemu7-tcg-debian-6.12".into(),
+            attempt: 1,
+            line: "init[1]: segfault at 8 \"x\"".into(),
+        }];
+        o.result = Some(Box::new(r));
+        assert_eq!(
+            cell_value(&o)["vm"]["boot_retries"],
+            json!([{
+                "signature": "qemu7-tcg-debian-6.12",
+                "attempt": 1,
+                "line": "init[1]: segfault at 8 \"x\"",
+            }])
+        );
     }
 }

@@ -157,8 +157,10 @@ struct RunArgs {
     /// default: from the kernel version's row of the ABI table.
     #[arg(long)]
     expect: Option<String>,
-    /// Boot again this many times when the guest dies before guest-init
-    /// reports anything (a boot crash is not a test result).
+    /// Boot again up to this many times when the guest dies before
+    /// guest-init reports anything with a known crash signature (QEMU 7's
+    /// TCG crashing Debian's 6.12, docs/reliability.md); any other boot
+    /// crash fails the cell at once.
     #[arg(long, default_value_t = harness::cell::DEFAULT_BOOT_RETRIES)]
     boot_retries: u32,
     /// Kernel source for the kselftest-* suites: `debian:X.Y` or a pristine

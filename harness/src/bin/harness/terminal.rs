@@ -143,6 +143,22 @@ impl Terminal {
         )
     }
 
+    /// A `RETRY` line per boot that crashed with a known signature and
+    /// was booted again.
+    fn retry_lines(o: &CellOutcome) -> Vec<String> {
+        let retries = o.result.as_ref().map(|r| r.boot_retries.as_slice());
+        retries
+            .unwrap_or_default()
+            .iter()
+            .map(|r| {
+                format!(
+                    "RETRY {} {} attempt {}: {} (console kept as console-boot-failure-{}.log)",
+                    o.meta.name, r.signature, r.attempt, r.line, r.attempt
+                )
+            })
+            .collect()
+    }
+
     fn cases(o: &CellOutcome) {
         for c in &o.cases {
             // A repeated case says how often it ran: `PASS a/x (20/20)`.
@@ -160,6 +176,9 @@ impl Terminal {
                     println!("XFAIL {}{runs}: {message} (known failure, {entry})", c.name)
                 }
             }
+        }
+        for line in Self::retry_lines(o) {
+            println!("{line}");
         }
         match (&o.result, &o.status) {
             (Some(cell), _) => {
@@ -216,6 +235,9 @@ impl Reporter for Terminal {
                 match self.shape {
                     Shape::Cells => {
                         self.say(&Self::cell_line(o));
+                        for line in Self::retry_lines(o) {
+                            self.say(&line);
+                        }
                         // A known failure that happened is seen, not only
                         // counted: which case, which message, which entry.
                         for c in &o.cases {
