@@ -1,19 +1,45 @@
 //! Race rounds for the private-hash cases (`futex-resize`'s `*-race` and
-//! `*-vs-thread-create`): each round runs in a freshly forked process (a new
-//! `mm` with no table, so every round starts from the same state), releases
-//! two calls at once, and reports their results and `CLOCK_MONOTONIC`
-//! timestamps through a shared page; the case process checks every round and
-//! counts the rounds whose calls overlapped.
+//! `*-vs-thread-create`, `futex-immutable`'s `immutable-vs-*`): each round
+//! runs in a freshly forked process (a new `mm` with no table, so every
+//! round starts from the same state), releases two calls at once, and
+//! reports their results and `CLOCK_MONOTONIC` timestamps through a shared
+//! page; the case process checks every round and counts the rounds whose
+//! calls overlapped.
 //!
 //! "Overlapped" is observable: the timestamps taken just before and just
 //! after the two syscalls show both inside the kernel at one instant. That is
 //! necessary for a kernel race, not sufficient; it is what a case can see.
 //!
+//! A race case must prove it raced: when no round overlapped, [`run`] FAILS
+//! the case ([`Tally::require_overlap`]: `no round overlapped in N rounds
+//! (...): the race was not exercised`), for the default rounds and for
+//! `--iterations N` / `--seconds S` alike (a count asked for does not
+//! change what a pass means). Only a case with nothing to race (the kernel
+//! has no private hash: [`Rounds::once_unless`]) checks its one round
+//! without it; a case that cannot race on this machine SKIPs before any
+//! round, naming why ([`clones_race`]).
+//!
+//! A round's failure that is the known kernel race the case is named for
+//! (`docs/findings.md`; [`Round::known_race`]) does not end the round or
+//! the case: the round's later checks run, the rounds go on, every failure
+//! is printed as a `# round R: ...` line (at most [`FAILURE_LINES`]), and
+//! the case reports any other failure first (a new bug), else the first
+//! known one with its message unchanged (the matrix's known failures match
+//! it exactly).
+//!
 //! How many rounds: `--iterations N` (`FUTEX_STRESS_ITERATIONS`) runs exactly
 //! N, `--seconds S` (`FUTEX_STRESS_SECONDS`) at least S seconds; without
 //! either a case runs until enough rounds overlapped, within a cap.
+//!
+//! [`SERIALIZE_ENV`]`=1` runs the two calls of every round one after the
+//! other (no overlap possible): it proves in a real VM that a race case
+//! which did not race fails (`harness run --guest-env
+//! FUTEX_RACE_SERIALIZE=1`, `harness/tests/vm.rs`).
+//!
+//! This file races (a fresh process, two calls at once, clones); the
+//! rounds and what a case reports from them are `race/rounds.rs`.
 
-use crate::hash::{self, fail, Res};
+use crate::hash::{self, fail, skip, Res};
 use crate::ktap::Outcome;
 use crate::sys::Errno;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -65,140 +91,17 @@ impl Call {
     }
 }
 
-// ------------------------------------------------------------ the rounds
+mod rounds;
+pub use rounds::{run, set_race_rounds, Round, Rounds, Tally, FAILURE_LINES};
 
-/// When a race case stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rounds {
-    /// Run at least this many rounds.
-    pub min: u64,
-    /// Then stop once this many overlapped (default runs only).
-    pub overlaps: u64,
-    /// Never more rounds than this (default runs only).
-    pub max: u64,
-    /// Stop starting rounds after this long (default runs only).
-    pub at_most: Duration,
-    /// Keep starting rounds for at least this long (`--seconds`).
-    pub at_least: Duration,
-    /// `--iterations` was given: exactly `min` rounds (and `at_least`).
-    pub fixed: bool,
+/// Whether [`SERIALIZE_ENV`] asks for one call after the other.
+pub fn serialized() -> bool {
+    std::env::var(SERIALIZE_ENV).is_ok_and(|v| v.trim() == "1")
 }
 
-impl Rounds {
-    /// The default: `min` rounds, then until `overlaps` overlapped, at most
-    /// `max` rounds and `at_most` wall time; `--iterations N` and
-    /// `--seconds S` (through the environment) replace it.
-    pub fn from_env(min: u64, overlaps: u64, max: u64, at_most: Duration) -> Rounds {
-        let at_least = Duration::from_secs(hash::stress_seconds(0));
-        match std::env::var("FUTEX_STRESS_ITERATIONS").ok() {
-            Some(_) => Rounds {
-                min: hash::stress_iterations(1),
-                overlaps: 0,
-                max: u64::MAX,
-                at_most: Duration::ZERO,
-                at_least,
-                fixed: true,
-            },
-            None => Rounds {
-                min,
-                overlaps,
-                max,
-                at_most,
-                at_least,
-                fixed: false,
-            },
-        }
-    }
-
-    /// Whether to start round number `done` (0-based) after `overlapped`
-    /// overlapping rounds and `elapsed` time.
-    pub fn another(&self, done: u64, overlapped: u64, elapsed: Duration) -> bool {
-        if done < self.min || elapsed < self.at_least {
-            return true;
-        }
-        !self.fixed && overlapped < self.overlaps && done < self.max && elapsed < self.at_most
-    }
-
-    /// One round where there is nothing to race (the kernel has no
-    /// private hash: every call ends the one way the ABI says, e.g.
-    /// EINVAL): the absent behaviour is checked once instead of for the
-    /// default 2 s. `--iterations` and `--seconds` still run as asked.
-    pub fn once_unless(self, racing: bool) -> Rounds {
-        if racing || self.fixed || !self.at_least.is_zero() {
-            return self;
-        }
-        Rounds {
-            min: 1,
-            overlaps: 0,
-            max: 1,
-            ..self
-        }
-    }
-
-    /// A case timeout that fits these rounds (the default 60 s, plus
-    /// `--seconds` twice, plus 200 ms a round for `--iterations`).
-    pub fn timeout(&self) -> Duration {
-        let per_round = if self.fixed {
-            Duration::from_millis(200) * self.min.min(1 << 20) as u32
-        } else {
-            Duration::ZERO
-        };
-        Duration::from_secs(60) + 2 * self.at_least + per_round
-    }
-}
-
-/// The default rounds of a SET race case: 10, then until 10 overlapped,
-/// at most 200 rounds or 2 s (`--iterations` / `--seconds` replace it).
-pub fn set_race_rounds() -> Rounds {
-    Rounds::from_env(10, 10, 200, Duration::from_secs(2))
-}
-
-/// What a race loop saw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tally {
-    /// Rounds run.
-    pub rounds: u64,
-    /// Rounds whose calls overlapped.
-    pub overlapped: u64,
-}
-
-impl Tally {
-    /// The `# rounds: N, overlapped: M` diagnostic line.
-    pub fn line(&self) -> String {
-        format!("rounds: {}, overlapped: {}", self.rounds, self.overlapped)
-    }
-}
-
-/// Runs rounds while `rounds` says so: `round(r, &mut overlapped)` says
-/// whether round `r` overlapped (before it checks the results, so a
-/// failing round counts too) and returns the case's failure, which gets
-/// `round r: ` in front. The tally is printed either way.
-pub fn run(
-    rounds: &Rounds,
-    mut round: impl FnMut(u64, &mut bool) -> Result<(), Outcome>,
-) -> Result<Tally, Outcome> {
-    let start = Instant::now();
-    let mut t = Tally {
-        rounds: 0,
-        overlapped: 0,
-    };
-    while rounds.another(t.rounds, t.overlapped, start.elapsed()) {
-        let r = t.rounds;
-        let mut overlapped = false;
-        let checked = round(r, &mut overlapped);
-        t.rounds += 1;
-        t.overlapped += overlapped as u64;
-        if let Err(o) = checked {
-            crate::cases::diag(&t.line());
-            return Err(match o {
-                Outcome::Fail(w) => fail(format!("round {r}: {w}")),
-                o => o,
-            });
-        }
-    }
-    crate::cases::diag(&t.line());
-    Ok(t)
-}
+/// `FUTEX_RACE_SERIALIZE=1`: every round runs its two calls one after the
+/// other, so no round can overlap (the hook that proves the overlap rule).
+pub const SERIALIZE_ENV: &str = "FUTEX_RACE_SERIALIZE";
 
 // ---------------------------------------------------- a fresh process
 
@@ -344,7 +247,8 @@ fn spin_until(t: u64) {
 
 /// Runs `a` (timed) on a new thread and `b` on this one, released
 /// together; `a` starts `delay.0` ns and `b` `delay.1` ns after the
-/// release. `b` times what it does itself (one call, or a burst).
+/// release. `b` times what it does itself (one call, or a burst). Under
+/// [`SERIALIZE_ENV`]`=1`, `b` starts once `a` has returned.
 pub fn two_at_once<A, B>(
     delay: (u64, u64),
     a: A,
@@ -380,12 +284,19 @@ where
     }
     let t = now_ns();
     go.store(t, Ordering::Release);
+    let join = |racer: std::thread::JoinHandle<Call>| {
+        racer
+            .join()
+            .map_err(|_| "racing thread panicked".to_string())
+    };
+    if serialized() {
+        // `b` starts only once `a` has returned: no overlap possible.
+        let theirs = join(racer)?;
+        return Ok((theirs, b()));
+    }
     spin_until(t + delay.1);
     let mine = b();
-    let theirs = racer
-        .join()
-        .map_err(|_| "racing thread panicked".to_string())?;
-    Ok((theirs, mine))
+    Ok((join(racer)?, mine))
 }
 
 // ------------------------------------------------ clone() of a thread
@@ -588,22 +499,40 @@ pub fn set_vs_clones<T: Copy>(
     Ok(round)
 }
 
-/// Whether the clones of a SET-vs-clone race allocate a table against the
-/// SET (`alive` threads at each clone: the automatic size above 16 needs
-/// >= 5 online CPUs), said on a diagnostic line either way.
-pub fn clones_allocate(alive: usize, private_hash: bool) -> bool {
+/// What each racing clone of a SET-vs-clone round allocates, or why it
+/// allocates nothing (the reason to SKIP). The round's process already has
+/// the automatic table of its `alive - 1` threads (the racing thread's
+/// clone made it); a racing clone, with `alive` threads, calls
+/// `futex_hash_allocate_default()`, which allocates only a size above the
+/// current one: `clamp(roundup_pow_of_two(4 * min(threads, online)), 16,
+/// global)` (`docs/futex-abi.md` section 2, "Automatic allocation and
+/// growth"). With 5 threads that needs >= 5 online CPUs.
+pub fn clone_allocation(alive: usize, online: usize, global: u64) -> Result<u64, String> {
+    let have = hash::auto_size_for(alive.saturating_sub(1), online, global);
+    let want = hash::auto_size_for(alive, online, global);
+    if want > have {
+        return Ok(want);
+    }
+    Err(format!(
+        "the automatic private hash at {online} online CPUs is {want} buckets, the same as \
+         the {have} the round's process already has ({alive} threads at each clone; \
+         futex_hash_allocate_default() asks for clamp(roundup_pow_of_two(4 * min(threads, \
+         online CPUs)), 16, {global}) and allocates only above the current size): a clone \
+         allocates nothing to race"
+    ))
+}
+
+/// Before any round of a SET-vs-clone race: SKIP (with
+/// [`clone_allocation`]'s reason) where the clones allocate nothing, so the
+/// race cannot happen; else say what they allocate and return that size.
+pub fn clones_race(alive: usize) -> Result<u64, Outcome> {
     let online = hash::online_cpus();
-    let auto = hash::auto_size_for(alive, online, hash::global_size());
-    let allocates = private_hash && auto > 16;
+    let size = clone_allocation(alive, online, hash::global_size()).map_err(skip)?;
     crate::cases::diag(&format!(
-        "{alive} threads at each clone on {online} online CPUs: automatic size {auto}, {}",
-        if allocates {
-            "so each round's first clones allocate against the SET"
-        } else {
-            "the 16 slots already there: the clones allocate nothing (>= 5 CPUs needed)"
-        }
+        "{alive} threads at each clone on {online} online CPUs: each clone allocates \
+         {size} buckets against the SET"
     ));
-    allocates
+    Ok(size)
 }
 
 /// The `# outcomes: A: n; B: m` line of a race that counts its endings.
@@ -615,29 +544,6 @@ pub fn report_outcomes(outcomes: &std::collections::BTreeMap<String, u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nothing_to_race_is_one_round_unless_asked_for_more() {
-        let d = Rounds {
-            min: 10,
-            overlaps: 10,
-            max: 200,
-            at_most: Duration::from_secs(2),
-            at_least: Duration::ZERO,
-            fixed: false,
-        };
-        assert_eq!(d.once_unless(true), d);
-        let once = d.once_unless(false);
-        assert!(once.another(0, 0, Duration::ZERO));
-        assert!(!once.another(1, 0, Duration::ZERO));
-        let fixed = Rounds { fixed: true, ..d };
-        assert_eq!(fixed.once_unless(false), fixed);
-        let seconds = Rounds {
-            at_least: Duration::from_secs(5),
-            ..d
-        };
-        assert_eq!(seconds.once_unless(false), seconds);
-    }
 
     #[test]
     fn overlap_is_a_common_instant() {
@@ -668,35 +574,6 @@ mod tests {
     }
 
     #[test]
-    fn rounds_stop_on_overlaps_or_caps_unless_told_a_number() {
-        let r = Rounds {
-            min: 20,
-            overlaps: 10,
-            max: 300,
-            at_most: Duration::from_secs(3),
-            at_least: Duration::ZERO,
-            fixed: false,
-        };
-        let s = Duration::from_millis(1);
-        assert!(r.another(19, 50, s));
-        assert!(r.another(20, 9, s));
-        assert!(!r.another(20, 10, s));
-        assert!(!r.another(300, 0, s));
-        assert!(!r.another(25, 0, Duration::from_secs(3)));
-        let n = Rounds {
-            min: 5,
-            fixed: true,
-            overlaps: 0,
-            max: u64::MAX,
-            at_most: Duration::ZERO,
-            at_least: Duration::from_secs(2),
-        };
-        assert!(n.another(4, 0, s) && n.another(9, 0, s));
-        assert!(!n.another(5, 0, Duration::from_secs(2)));
-        assert_eq!(n.timeout(), Duration::from_secs(65));
-    }
-
-    #[test]
     fn a_fresh_process_reports_its_value_or_why_not() {
         let v = in_fresh_process(Duration::from_secs(10), || Ok((7u32, hash::get())));
         assert_eq!(v.unwrap().0, 7);
@@ -709,5 +586,49 @@ mod tests {
         let c = in_fresh_process(Duration::from_secs(10), clone_thread).unwrap();
         assert!(matches!(c.res, Ok(tid) if tid > 0), "{c:?}");
         assert!(c.end >= c.start);
+    }
+
+    #[test]
+    fn clones_allocate_only_above_the_table_the_round_already_has() {
+        // 1n2c, 2n2c, 4n1c-dist, 2n2c-1off: <= 4 online CPUs, nothing to race.
+        for online in 1..=4 {
+            let why = clone_allocation(5, online, 512).unwrap_err();
+            assert!(
+                why.starts_with(&format!(
+                    "the automatic private hash at {online} online CPUs is 16 buckets, the same \
+                     as the 16 the round's process already has"
+                )),
+                "{why}"
+            );
+            assert!(
+                why.ends_with(": a clone allocates nothing to race"),
+                "{why}"
+            );
+        }
+        // 2n4c (8 CPUs), 2n9c (18): 5 threads ask for 32 over 16.
+        assert_eq!(clone_allocation(5, 5, 2048), Ok(32));
+        assert_eq!(clone_allocation(5, 18, 4096), Ok(32));
+        // A global table of 16 caps both.
+        assert!(clone_allocation(5, 8, 16).is_err());
+    }
+
+    #[test]
+    fn serialized_calls_never_overlap() {
+        // In a fresh process: the variable stays out of this one.
+        let (a, b) = in_fresh_process(Duration::from_secs(10), || {
+            std::env::set_var(SERIALIZE_ENV, "1");
+            let (a, b) = two_at_once(
+                (0, 0),
+                || {
+                    std::thread::sleep(Duration::from_millis(20));
+                    Ok(1)
+                },
+                || Call::timed(|| Ok(2)),
+            )?;
+            Ok((a, b))
+        })
+        .unwrap();
+        assert_eq!((a.res, b.res), (Ok(1), Ok(2)));
+        assert!(!a.overlaps(&b) && b.start >= a.end, "{a:?} {b:?}");
     }
 }

@@ -88,6 +88,9 @@ pub struct CellSpec {
     pub debug: crate::debug::DebugOptions,
     /// `--repeat` / `--until-fail` (`None`: the plan runs once).
     pub repeat: Option<crate::repeat::Repeat>,
+    /// Environment every test binary gets (`--guest-env`), after the
+    /// harness's own.
+    pub guest_env: Vec<(String, String)>,
 }
 
 /// Watchdog of a session with a person in it (shell, gdb) and no

@@ -432,6 +432,8 @@ pub struct CellRequest {
     pub debug: crate::debug::DebugOptions,
     /// `--repeat` / `--until-fail` / `--fresh-boot`.
     pub repeat: Option<crate::repeat::Repeat>,
+    /// `--guest-env KEY=VALUE`: every test binary's environment.
+    pub guest_env: Vec<(String, String)>,
 }
 
 impl CellRequest {
@@ -471,6 +473,7 @@ impl CellRequest {
             kernel_facts: None,
             debug: Default::default(),
             repeat: None,
+            guest_env: Vec::new(),
         }
     }
 }
@@ -580,6 +583,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             out_dir: req.out_dir,
             debug: req.debug,
             repeat: req.repeat,
+            guest_env: req.guest_env,
         },
         shares: req.shares,
         known_failures,

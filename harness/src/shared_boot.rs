@@ -70,6 +70,7 @@ fn same_boot(a: &ReadyCell, b: &ReadyCell) -> bool {
         && x.tcg_thread == y.tcg_thread
         && x.cmdline_extra == y.cmdline_extra
         && x.timeout_scale == y.timeout_scale
+        && x.guest_env == y.guest_env
         && x.boot_retries == y.boot_retries
         && x.tests.first() == y.tests.first()
         && a.shares.shares == b.shares.shares

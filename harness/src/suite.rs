@@ -43,6 +43,15 @@ pub enum SuiteError {
         /// The name.
         name: String,
     },
+    /// A `--guest-env` word that is not `KEY=VALUE` or sets what the
+    /// harness sets itself.
+    #[error("--guest-env {word:?}: {why}")]
+    BadGuestEnv {
+        /// As given.
+        word: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
 }
 
 /// Where a test's executable comes from.
@@ -298,6 +307,36 @@ pub fn user_binary(path: PathBuf, timeout: Duration) -> Result<SuiteTest, SuiteE
     })
 }
 
+/// One `--guest-env KEY=VALUE` word: a variable every test binary of the
+/// cell gets (e.g. `FUTEX_STRESS_ITERATIONS=50`, `FUTEX_RACE_SERIALIZE=1`).
+/// `KEY` is a shell name; `PATH` and `HARNESS_*` are the harness's own.
+pub fn guest_env(word: &str) -> Result<(String, String), SuiteError> {
+    let bad = |why| SuiteError::BadGuestEnv {
+        word: word.to_string(),
+        why,
+    };
+    let (key, value) = word
+        .split_once('=')
+        .ok_or_else(|| bad("expected KEY=VALUE"))?;
+    let name = key
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !name {
+        return Err(bad(
+            "KEY must be a name of [A-Za-z0-9_], not starting with a digit",
+        ));
+    }
+    if key == "PATH" || key.starts_with("HARNESS_") {
+        return Err(bad("PATH and HARNESS_* are set by the harness"));
+    }
+    if value.contains('\0') {
+        return Err(bad("VALUE cannot hold a NUL byte"));
+    }
+    Ok((key.to_string(), value.to_string()))
+}
+
 /// The topology check that opens every run.
 pub fn topology_check(t: &Topology) -> SuiteTest {
     SuiteTest {
@@ -356,6 +395,36 @@ pub fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn guest_env_words_are_names_with_values() {
+        assert_eq!(
+            guest_env("FUTEX_RACE_SERIALIZE=1").unwrap(),
+            ("FUTEX_RACE_SERIALIZE".to_string(), "1".to_string())
+        );
+        assert_eq!(
+            guest_env("_X=a=b c").unwrap(),
+            ("_X".to_string(), "a=b c".to_string())
+        );
+        assert_eq!(guest_env("EMPTY=").unwrap().1, "");
+        for (word, why) in [
+            ("NOVALUE", "expected KEY=VALUE"),
+            ("=1", "KEY must be a name"),
+            ("1X=1", "KEY must be a name"),
+            ("A-B=1", "KEY must be a name"),
+            ("PATH=/x", "PATH and HARNESS_* are set by the harness"),
+            (
+                "HARNESS_TIMEOUT_SCALE=3",
+                "PATH and HARNESS_* are set by the harness",
+            ),
+        ] {
+            let e = guest_env(word).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--guest-env {word:?}: {why}")),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn fault_suites_resolve() {

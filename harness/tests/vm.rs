@@ -358,3 +358,112 @@ int main(void){puts("just text, no KTAP");return 3;}"#,
     assert!(text.contains("just text, no KTAP"), "{text}");
     assert!(case(&cases, "my_skip").skipped.is_some());
 }
+
+/// `(rounds, overlapped)` of the `# rounds: N, overlapped: M` line that
+/// `case` (a subtest name) printed before its result line, in a results
+/// document.
+fn race_tally(ktap: &str, case: &str) -> Option<(u64, u64)> {
+    let mut last = None;
+    for line in ktap.lines().map(str::trim) {
+        if let Some(t) = line.strip_prefix("# rounds: ") {
+            let (n, m) = t.split_once(", overlapped: ")?;
+            last = Some((n.parse().ok()?, m.parse().ok()?));
+        } else if line.starts_with("ok ") || line.starts_with("not ok ") {
+            let name = line.split(" # ").next().unwrap_or(line);
+            if name.split_whitespace().last() == Some(case) {
+                return last;
+            }
+            last = None;
+        }
+    }
+    None
+}
+
+/// A race case must prove it raced: with `FUTEX_RACE_SERIALIZE=1` (each
+/// round's two calls one after the other) no round can overlap, and the
+/// case FAILS with the no-overlap message; without it the same case
+/// passes, having overlapped. 2 nodes x 2 CPUs: a SET-vs-SET race, which
+/// needs no more CPUs.
+#[test]
+fn a_race_case_that_did_not_race_fails_and_one_that_did_passes() {
+    if !enabled() {
+        return;
+    }
+    let _vm = vm_lock();
+    let topology = "nodes=2,cpus=2,mem=512M";
+    let name = "futex-resize/set32-vs-set128-race";
+    let select = ["--test", name, "--no-artifacts"];
+    let serial = [&select[..], &["--guest-env", "FUTEX_RACE_SERIALIZE=1"]].concat();
+    let r = harness(topology, "futex", &serial);
+    let said = format!("stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(r.code(), Some(1), "{said}");
+    let cases = r.junit();
+    let (message, text) = case(&cases, name)
+        .failure
+        .clone()
+        .unwrap_or_else(|| panic!("{name} did not fail serialized: {said}"));
+    let ktap = std::fs::read_to_string(find(r.dir.path(), "results.ktap")).unwrap();
+    let (rounds, overlapped) = race_tally(&ktap, "set32-vs-set128-race").expect(&ktap);
+    assert_eq!(overlapped, 0, "{ktap}");
+    // Exactly the rule's message: its tally and the default bounds.
+    assert_eq!(
+        message,
+        format!(
+            "no round overlapped in {rounds} rounds (of at most 200, 2 s): the race was not \
+             exercised"
+        ),
+        "{text}"
+    );
+    assert!(
+        ktap.contains("# FUTEX_RACE_SERIALIZE=1: each round's two calls run one after the other"),
+        "{ktap}"
+    );
+
+    let r = harness(topology, "futex", &select);
+    let said = format!("stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(r.code(), Some(0), "{said}");
+    assert_pass(&r.junit(), name);
+    let ktap = std::fs::read_to_string(find(r.dir.path(), "results.ktap")).unwrap();
+    let (rounds, overlapped) = race_tally(&ktap, "set32-vs-set128-race").expect(&ktap);
+    assert!(overlapped > 0 && overlapped <= rounds, "{ktap}");
+    assert!(!ktap.contains("FUTEX_RACE_SERIALIZE"), "{ktap}");
+}
+
+/// On 2 online CPUs a clone's automatic allocation allocates nothing (the
+/// 16 buckets it would make are there already): the SET-vs-clone race
+/// cannot happen, and the case SKIPs before any round, saying why.
+#[test]
+fn a_clone_race_skips_where_the_clones_allocate_nothing() {
+    if !enabled() {
+        return;
+    }
+    let _vm = vm_lock();
+    let name = "futex-resize/set0-vs-thread-create";
+    let r = harness(
+        "nodes=1,cpus=2,mem=512M",
+        "futex",
+        &["--test", name, "--no-artifacts"],
+    );
+    let said = format!("stdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(r.code(), Some(0), "{said}");
+    let cases = r.junit();
+    let c = case(&cases, name);
+    assert!(c.failure.is_none(), "{c:?}");
+    let why = c
+        .skipped
+        .clone()
+        .unwrap_or_else(|| panic!("no skip: {c:?}"));
+    assert!(
+        why.starts_with(
+            "the automatic private hash at 2 online CPUs is 16 buckets, the same as the 16 \
+             the round's process already has (5 threads at each clone;"
+        ),
+        "{why}"
+    );
+    assert!(
+        why.ends_with(": a clone allocates nothing to race"),
+        "{why}"
+    );
+    let ktap = std::fs::read_to_string(find(r.dir.path(), "results.ktap")).unwrap();
+    assert_eq!(race_tally(&ktap, "set0-vs-thread-create"), None, "{ktap}");
+}

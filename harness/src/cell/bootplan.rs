@@ -29,6 +29,9 @@ pub struct Guest {
 /// when the artifacts share is on (see [`CellShares::prepare`]).
 pub fn guest(spec: &CellSpec, shares: &ShareSetup, bins: &GuestBins) -> Result<Guest, CellError> {
     let (mut plan, mut files) = crate::suite::plan(&spec.tests, bins, spec.timeout_scale)?;
+    for t in &mut plan.tests {
+        t.env.extend(spec.guest_env.iter().cloned());
+    }
     let names: Vec<String> = spec.tests.iter().map(|t| t.name.clone()).collect();
     plan.repeat = spec
         .repeat
@@ -134,6 +137,14 @@ pub fn describe(spec: &CellSpec, guest: &Guest, qemu: &Path, vm: &VmSpec) -> Str
     );
     let _ = writeln!(s, "topology: {} ({})", spec.topology_label, spec.topology);
     let _ = writeln!(s, "accel: {}", vm.accel.name());
+    if !spec.guest_env.is_empty() {
+        let words: Vec<String> = spec
+            .guest_env
+            .iter()
+            .map(|(k, v)| crate::debug::shell_quote(&format!("{k}={v}")))
+            .collect();
+        let _ = writeln!(s, "guest env: {}", words.join(" "));
+    }
     let _ = writeln!(s, "tests:");
     for t in &guest.plan.tests {
         let words: Vec<_> = std::iter::once(t.path.as_str())
@@ -241,6 +252,7 @@ mod tests {
                 ..DebugOptions::default()
             },
             repeat: None,
+            guest_env: vec![("FUTEX_RACE_SERIALIZE".into(), "1".into())],
         }
     }
 
@@ -276,6 +288,7 @@ mod tests {
         let text = describe(&spec, &guest, "/usr/bin/qemu-system-x86_64".as_ref(), &vm);
         for want in [
             "kernel: debian:7.3.4 (/cache/vmlinuz)\n",
+            "guest env: FUTEX_RACE_SERIALIZE=1\n",
             "  exec-1: /bin/sh -c 'grep -c processor /proc/cpuinfo' (timeout 120 s)\n",
             "  /init (from /g/guest-init)\n  /harness/plan.json (10 bytes)\n",
             "random.trust_cpu=on tsc=reliable ",

@@ -124,6 +124,11 @@ struct RunArgs {
     /// Timeout for each --guest-bin, in seconds.
     #[arg(long, default_value_t = 120)]
     guest_bin_timeout: u64,
+    /// An environment variable every test binary in the guest gets
+    /// (repeatable), e.g. FUTEX_STRESS_ITERATIONS=50 or
+    /// FUTEX_RACE_SERIALIZE=1 (README, "Suites and your own binaries").
+    #[arg(long = "guest-env", value_name = "KEY=VALUE")]
+    guest_env: Vec<String>,
     /// JUnit XML output (default: <out>/<cell>/junit.xml).
     #[arg(long)]
     junit: Option<PathBuf>,
@@ -349,6 +354,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
                 .map_err(Error::usage)?,
         );
     }
+    let guest_env = args
+        .guest_env
+        .iter()
+        .map(|w| suite::guest_env(w))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Error::usage)?;
     let junit_path = args.junit.clone();
 
     let exit = ExitStatus::new();
@@ -440,6 +451,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     req.shares = shares;
     req.test_glob = args.test.clone();
     req.repeat = repeat;
+    req.guest_env = guest_env;
     req.kernel_facts = Some(harness::reporter::kcidb::kernel_facts(
         &args.kernel,
         &resolved,
