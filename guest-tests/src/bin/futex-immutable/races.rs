@@ -48,13 +48,16 @@ type Seen = (hash::Res, hash::Res, hash::Res, hash::Res, hash::Res);
 
 /// SET 32 with `FH_FLAG_IMMUTABLE` (a racing thread) against a mutable
 /// SET 64 (this one) on an automatic 16-slot table, then GET,
-/// GET_IMMUTABLE and SET 16. Exactly three endings:
+/// GET_IMMUTABLE and SET 16. Two endings are right:
 /// - the immutable table first: SET 64 EBUSY, GET 32, immutable, SET 16 EBUSY;
-/// - SET 64 first, the immutable one replaces it: both 0, GET 32, immutable;
-/// - both pending at once: `futex_hash_less()` keeps the larger and never
-///   looks at immutability, so the immutable table is thrown away although
-///   its SET returned 0: GET 64, GET_IMMUTABLE 0, SET 16 works (an accident
-///   of the port, `docs/futex-abi.md` section 2).
+/// - SET 64 first, the immutable one replaces it: both 0, GET 32, immutable.
+///
+/// The port has a third, a bug that fails the case (its known race, excused
+/// in matrix.yaml on `source-7.3-immutable` by its exact message): both
+/// pending at once, `futex_hash_less()` keeps the larger and never looks at
+/// immutability, so the immutable table is thrown away although its SET
+/// returned 0: GET 64, GET_IMMUTABLE 0, SET 16 works (`docs/futex-abi.md`
+/// section 2).
 pub fn immutable_vs_set(ctx: &Ctx) -> Outcome {
     let e = &ctx.expect;
     if !e.immutable {
@@ -83,17 +86,27 @@ pub fn immutable_vs_set(ctx: &Ctx) -> Outcome {
                 hash::show(&set16)
             ))
             .or_default() += 1;
-        let endings: [Seen; 3] = [
+        let endings: [Seen; 2] = [
             (Ok(0), EBUSY, Ok(32), Ok(1), EBUSY),
             (Ok(0), Ok(0), Ok(32), Ok(1), EBUSY),
-            (Ok(0), Ok(0), Ok(64), Ok(0), Ok(0)),
         ];
-        ensure(endings.contains(&seen), || {
-            format!(
-                "SET 32|IMMUTABLE racing SET 64: (SET 32|IMMUTABLE, SET 64, GET, GET_IMMUTABLE, \
-                 SET 16) = {seen:?}, expected one of {endings:?}"
-            )
-        })
+        // Both replacements pending at once: `futex_hash_less()` keeps the
+        // larger and never looks at immutability, so an immutable SET that
+        // returned 0 leaves a mutable 64-slot table. A bug of the port
+        // (docs/findings.md), not an ending to accept: the known race,
+        // excused by its exact message on that kernel only.
+        let lost: Seen = (Ok(0), Ok(0), Ok(64), Ok(0), Ok(0));
+        let check = ensure(endings.contains(&seen), || {
+            if seen == lost {
+                "SET 32|IMMUTABLE returned 0 but the table stayed mutable: GET 64, GET_IMMUTABLE 0, SET 16 0 (the racing SET 64's table replaced the immutable one)".to_string()
+            } else {
+                format!(
+                    "SET 32|IMMUTABLE racing SET 64: (SET 32|IMMUTABLE, SET 64, GET, GET_IMMUTABLE, \
+                     SET 16) = {seen:?}, expected one of {endings:?}"
+                )
+            }
+        });
+        round.known_if(seen == lost, check)
     });
     race::report_outcomes(&outcomes);
     done(t.map(|_| ()))
