@@ -12,6 +12,7 @@ pub mod artifact;
 pub mod bench;
 pub mod binaries;
 pub mod cases;
+pub mod clock;
 pub mod expect;
 pub mod hash;
 pub mod init;

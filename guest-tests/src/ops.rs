@@ -2,9 +2,9 @@
 //! `futex-requeue`, `futex-pi`; `docs/futex-abi.md` section 8): the raw
 //! `futex(2)` call with all six arguments and its op numbers, waiter
 //! threads that record which of them returned what, pages with chosen
-//! protections, clocks, the kernel's queue order as a model, and the named
+//! protections, the kernel's queue order as a model, and the named
 //! wrong-kernel models the mutation check of `tests/host_kernel.rs` turns
-//! on.
+//! on (clocks and deadlines live in `clock`, re-exported here).
 //!
 //! A waiter counts as asleep only while `/proc` shows it in state `S`
 //! inside its syscall; a task the kernel woke is `R` (or gone) before the
@@ -173,73 +173,10 @@ pub const FUTEX2_BAD_FLAGS: &[(&str, u64)] = &[
 
 // ------------------------------------------------------------------ clocks
 
-/// The current time of `clock`.
-pub fn now(clock: libc::clockid_t) -> libc::timespec {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: t is a live timespec.
-    unsafe { libc::clock_gettime(clock, &mut t) };
-    t
-}
-
-/// `t + d`.
-pub fn plus(t: libc::timespec, d: Duration) -> libc::timespec {
-    let ns = t.tv_nsec as u64 + d.subsec_nanos() as u64;
-    libc::timespec {
-        tv_sec: t.tv_sec + d.as_secs() as i64 + (ns / 1_000_000_000) as i64,
-        tv_nsec: (ns % 1_000_000_000) as i64,
-    }
-}
-
-/// `d` as a (relative) timespec.
-pub fn span(d: Duration) -> libc::timespec {
-    libc::timespec {
-        tv_sec: d.as_secs() as i64,
-        tv_nsec: d.subsec_nanos() as i64,
-    }
-}
-
-/// A timespec's address as a syscall argument.
-pub fn ts(t: &libc::timespec) -> u64 {
-    t as *const libc::timespec as u64
-}
-
-/// Runs `f` and returns its result with the time it took.
-pub fn timed(f: impl FnOnce() -> Res) -> (Res, Duration) {
-    let start = Instant::now();
-    let r = f();
-    (r, start.elapsed())
-}
-
-/// CLOCK_MONOTONIC now as a span: what a relative reading of an absolute
-/// "now" would wait.
-pub fn uptime() -> Duration {
-    let t = now(libc::CLOCK_MONOTONIC);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// The timeout of the ETIMEDOUT cases: long enough to tell "waited" from
-/// "returned at once" under TCG, short enough to keep the suite fast.
-pub const TIMEOUT: Duration = Duration::from_millis(60);
-
-/// Checks that a timed wait ended in ETIMEDOUT after at least `at_least`.
-pub fn ensure_waited(what: &str, (r, took): (Res, Duration), at_least: Duration) -> Check {
-    hash::ensure_res(what, r, err(libc::ETIMEDOUT))?;
-    ensure(took >= at_least, || {
-        format!("{what}: ETIMEDOUT after {took:?}, before the {at_least:?} deadline")
-    })
-}
-
-/// Checks that a timed wait ended in ETIMEDOUT at once: its deadline had
-/// passed, where a wrong clock or a relative reading would wait `would`.
-pub fn ensure_expired(what: &str, (r, took): (Res, Duration), would: Duration) -> Check {
-    hash::ensure_res(what, r, err(libc::ETIMEDOUT))?;
-    ensure(took < would / 2, || {
-        format!("{what}: waited {took:?}; an expired deadline returns at once (a wrong reading waits {would:?})")
-    })
-}
+// Moved to `clock` (with the deadline window); kept here for the binaries.
+pub use crate::clock::{
+    ensure_expired, ensure_waited, now, plus, span, timed, ts, uptime, TIMEOUT,
+};
 
 // ------------------------------------------------------------------- pages
 
@@ -674,6 +611,9 @@ pub const MUTATIONS: &[&str] = &[
     "pi-no-waiters-bit",
     // futex_wait_multiple(): index + 1 (one-based).
     "waitv-index-one-based",
+    // futex_init_timeout() / futex_setup_timer(): an absolute deadline read
+    // on the other clock (FLAGS_CLOCKRT inverted; `clock::futex_clock`).
+    "wrong-clock",
 ];
 
 /// Whether the case should expect the wrong kernel `name` (one of
@@ -751,18 +691,5 @@ mod tests {
         assert_eq!(a.requeue(0, 0, &mut b), (vec![], vec![]));
         assert_eq!((a.len(), b.len()), (2, 2));
         assert_eq!(b.wake(i32::MAX, u32::MAX, false), vec![1, 2]);
-    }
-
-    #[test]
-    fn timespec_arithmetic() {
-        let t = plus(
-            libc::timespec {
-                tv_sec: 1,
-                tv_nsec: 900_000_000,
-            },
-            Duration::from_millis(250),
-        );
-        assert_eq!((t.tv_sec, t.tv_nsec), (2, 150_000_000));
-        assert_eq!(span(Duration::from_millis(1500)).tv_nsec, 500_000_000);
     }
 }

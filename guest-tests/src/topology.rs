@@ -11,7 +11,10 @@
 //!
 //! [`observe`] reads sysfs/procfs under a root directory (so tests can use a
 //! fake tree), [`evaluate`] compares; both never panic, and every failure
-//! message names the expected and the seen value.
+//! message names the expected and the seen value. The node distances (the
+//! SLIT) are compared in [`distance`].
+
+pub mod distance;
 
 use crate::ktap::Outcome;
 use std::collections::{BTreeMap, BTreeSet};
@@ -263,6 +266,8 @@ pub struct SeenNode {
     pub cpus: Result<CpuSet, String>,
     /// `MemTotal` from its `meminfo`, in kB.
     pub mem_kb: Result<u64, String>,
+    /// Its `distance` row: to each online node, in id order.
+    pub distance: Result<Vec<u32>, String>,
 }
 
 /// What the guest shows.
@@ -310,6 +315,7 @@ pub fn observe(root: &Path) -> Observed {
             let seen = SeenNode {
                 cpus: read(&dir.join("cpulist")).and_then(|s| parse_cpulist(&s)),
                 mem_kb: read(&dir.join("meminfo")).and_then(|s| parse_mem_total_kb(&s)),
+                distance: read(&dir.join("distance")).and_then(|s| distance::parse_row(&s)),
             };
             nodes.insert(id, seen);
         }
@@ -669,6 +675,7 @@ mod tests {
                         SeenNode {
                             cpus: Ok(set(cpus)),
                             mem_kb: Ok(kb),
+                            distance: Ok(vec![]),
                         },
                     )
                 })
@@ -806,6 +813,7 @@ mod tests {
             "sys/devices/system/node/node0/meminfo",
             "Node 0 MemTotal:  500000 kB\n",
         );
+        w("sys/devices/system/node/node0/distance", "10 21\n");
         w("sys/devices/system/node/node1/cpulist", "\n");
         w("sys/devices/system/node/possible", "0-1\n");
         w("sys/devices/system/cpu/online", "0-1\n");
@@ -816,7 +824,13 @@ mod tests {
         assert_eq!(seen.nodes.len(), 2);
         assert_eq!(seen.nodes[&0].cpus, Ok(set("0-1")));
         assert_eq!(seen.nodes[&0].mem_kb, Ok(500000));
+        assert_eq!(seen.nodes[&0].distance, Ok(vec![10, 21]));
         assert_eq!(seen.nodes[&1].cpus, Ok(CpuSet::new()));
+        assert!(seen.nodes[&1]
+            .distance
+            .as_ref()
+            .unwrap_err()
+            .contains("distance"));
         assert!(seen.nodes[&1]
             .mem_kb
             .as_ref()

@@ -377,6 +377,8 @@ struct OpsMutation {
     mutation: &'static str,
     must_fail: &'static [&'static str],
     must_pass: &'static [&'static str],
+    /// What the failures must say (substrings of the KTAP document).
+    says: &'static [&'static str],
 }
 
 const OPS_MUTATIONS: &[OpsMutation] = &[
@@ -385,42 +387,49 @@ const OPS_MUTATIONS: &[OpsMutation] = &[
         mutation: "wait-timeout-absolute",
         must_fail: &["wait-timeout-relative"],
         must_pass: &["wait-bitset-timeout-absolute"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-wake",
         mutation: "wake-ignores-nr",
         must_fail: &["wake-one-fifo", "wake-counts", "wake-nr-0-legacy-wakes-one"],
         must_pass: &["wake-no-waiter-0", "wake-op-ops"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-wake",
         mutation: "wake-lifo",
         must_fail: &["wake-one-fifo", "wake-priority-order", "wake-op-return-sum"],
         must_pass: &["wake-no-waiter-0"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-wake",
         mutation: "wake-nr-0-wakes-none",
         must_fail: &["wake-nr-0-legacy-wakes-one"],
         must_pass: &["wake2-nr-0-wakes-none"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-wake",
         mutation: "bitset-ignored",
         must_fail: &["wake-bitset-selects", "bitset-futex2-and-legacy"],
         must_pass: &["wake-one-fifo"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-wake",
         mutation: "wake-op-cmp-unsigned",
         must_fail: &["wake-op-cmp"],
         must_pass: &["wake-op-ops"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-requeue",
         mutation: "cmp-requeue-no-compare",
         must_fail: &["cmp-requeue-eagain"],
         must_pass: &["cmp-requeue-counts"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-requeue",
@@ -431,12 +440,14 @@ const OPS_MUTATIONS: &[OpsMutation] = &[
             "requeue-same-address",
         ],
         must_pass: &["requeue-negative-einval"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-requeue",
         mutation: "waitv-index-one-based",
         must_fail: &["waitv-returns-woken-index", "waitv-same-word-twice"],
         must_pass: &["waitv-eagain-order"],
+        says: &[],
     },
     OpsMutation {
         binary: "futex-pi",
@@ -447,6 +458,37 @@ const OPS_MUTATIONS: &[OpsMutation] = &[
             "lock-pi-no-owner-esrch",
         ],
         must_pass: &["lock-pi-free-word"],
+        says: &[],
+    },
+    // A deadline read on the other clock: CLOCK_MONOTONIC's (the uptime)
+    // read as CLOCK_REALTIME ends at once, CLOCK_REALTIME's (since 1970)
+    // read as CLOCK_MONOTONIC never; FUTEX_WAIT's relative timeout has no
+    // clock to read.
+    OpsMutation {
+        binary: "futex-upstream-gaps",
+        mutation: "wrong-clock",
+        must_fail: &[
+            "wait-bitset-timeout-absolute",
+            "waitv-timeout",
+            "lock-pi-timeout",
+            "requeue-pi-timeout",
+        ],
+        must_pass: &["wait-timeout-relative", "waitv-wouldblock"],
+        says: &[
+            "# FUTEX_WAIT_BITSET: no ETIMEDOUT within 5s of its deadline (now + 100ms on CLOCK_REALTIME): still blocked",
+            "# futex_waitv with clockid CLOCK_REALTIME: ETIMEDOUT ",
+            "# FUTEX_LOCK_PI of a held lock: ETIMEDOUT ",
+            "# FUTEX_WAIT_REQUEUE_PI|FUTEX_CLOCK_REALTIME with nobody requeueing: ETIMEDOUT ",
+            " before its deadline (now + 100ms on CLOCK_MONOTONIC)",
+        ],
+    },
+    // The requeue of futex-upstream-gaps counts exactly too.
+    OpsMutation {
+        binary: "futex-upstream-gaps",
+        mutation: "requeue-returns-woken",
+        must_fail: &["requeue-single", "requeue-multiple"],
+        must_pass: &["wait-wouldblock"],
+        says: &["# FUTEX_CMP_REQUEUE A -> B with 10 waiting (nr_wake 0, nr_requeue INT_MAX): expected Ok(0), got Ok(10)"],
     },
 ];
 
@@ -475,6 +517,7 @@ fn wrong_kernel_models_fail_the_classic_operation_cases() {
             .iter()
             .filter(|c| !failed.contains(**c))
             .chain(m.must_pass.iter().filter(|c| !passed.contains(**c)))
+            .chain(m.says.iter().filter(|s| !o.ktap.contains(**s)))
             .collect();
         eprintln!(
             "{} with {}: exit {:?}, failed {failed:?}",

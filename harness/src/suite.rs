@@ -337,12 +337,18 @@ pub fn guest_env(word: &str) -> Result<(String, String), SuiteError> {
     Ok((key.to_string(), value.to_string()))
 }
 
-/// The topology check that opens every run.
+/// The topology check that opens every run: the nodes, and the distance
+/// matrix when one is declared (without one the guest expects QEMU's
+/// defaults, 10 local and 20 remote).
 pub fn topology_check(t: &Topology) -> SuiteTest {
+    let mut args = vec!["--nodes".into(), t.check_arg()];
+    if let Some(d) = t.distance_arg() {
+        args.extend(["--distances".into(), d]);
+    }
     SuiteTest {
         name: "topology".into(),
         binary: Binary::Builtin("topology"),
-        args: vec!["--nodes".into(), t.check_arg()],
+        args,
         timeout: Duration::from_secs(60),
     }
 }
@@ -454,6 +460,16 @@ mod tests {
     fn topology_check_declares_every_node() {
         let t = Topology::parse_spec("nodes=2,cpus=1,mem=256M").unwrap();
         assert_eq!(topology_check(&t).args, ["--nodes", "0:0:256M,1:1:256M"]);
+        let d = Topology::parse_spec("nodes=3,cpus=1,mem=256M,distance=31").unwrap();
+        assert_eq!(
+            topology_check(&d).args,
+            [
+                "--nodes",
+                "0:0:256M,1:1:256M,2:2:256M",
+                "--distances",
+                "10,31,31/31,10,31/31,31,10"
+            ]
+        );
     }
 
     #[test]

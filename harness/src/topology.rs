@@ -314,6 +314,16 @@ impl Topology {
             .collect::<Vec<_>>()
             .join(",")
     }
+
+    /// The `--distances` argument of the guest `topology` binary when a
+    /// matrix is declared: rows in node order separated by `/`, entries by
+    /// `,` (`10,20/20,10`).
+    pub fn distance_arg(&self) -> Option<String> {
+        let row = |r: &Vec<u8>| r.iter().map(u8::to_string).collect::<Vec<_>>().join(",");
+        self.distances
+            .as_ref()
+            .map(|d| d.iter().map(row).collect::<Vec<_>>().join("/"))
+    }
 }
 
 impl fmt::Display for Topology {
@@ -376,6 +386,7 @@ mod tests {
         assert_eq!(t.check_arg(), "0:0-1:512M,1:2-3:512M");
         assert_eq!(t.to_string(), "2n-2c-512M");
         assert!(t.distances().is_none());
+        assert_eq!(t.distance_arg(), None);
     }
 
     #[test]
@@ -383,6 +394,10 @@ mod tests {
         let t = Topology::parse_spec("nodes=3,cpus=1,mem=1G,distance=20").unwrap();
         assert_eq!(t.distances().unwrap()[0], vec![10, 20, 20]);
         assert_eq!(t.check_arg(), "0:0:1024M,1:1:1024M,2:2:1024M");
+        assert_eq!(
+            t.distance_arg().as_deref(),
+            Some("10,20,20/20,10,20/20,20,10")
+        );
     }
 
     #[test]

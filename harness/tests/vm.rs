@@ -89,6 +89,8 @@ fn smoke_in(topology: &str, nodes: usize) {
     );
     let cases = r.junit();
     assert_pass(&cases, "topology/node-count");
+    // No distances declared: QEMU's defaults, 10 local and 20 remote.
+    assert_pass(&cases, "topology/distances");
     for n in 0..nodes {
         assert_pass(&cases, &format!("topology/node{n}-cpus"));
         assert_pass(&cases, &format!("topology/node{n}-memory"));
@@ -145,6 +147,60 @@ fn two_nodes_smoke_passes_with_the_right_topology() {
 fn one_node_smoke_passes() {
     if enabled() {
         smoke_in("nodes=1,cpus=2,mem=512M", 1);
+    }
+}
+
+/// The node distances are checked in the guest: a declared matrix is seen
+/// exactly, and a QEMU given a `-numa dist` the plan does not declare
+/// (`--qemu-arg`: the plan expects QEMU's default 20) fails
+/// `topology/distances`, naming each node pair and both values.
+#[test]
+fn distances_the_plan_does_not_declare_fail_the_topology_check() {
+    if !enabled() {
+        return;
+    }
+    let _vm = vm_lock();
+    let declared = harness("nodes=2,cpus=1,mem=256M,distance=30", "smoke", &[]);
+    assert_eq!(
+        declared.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        declared.stdout(),
+        declared.stderr()
+    );
+    assert_pass(&declared.junit(), "topology/distances");
+
+    let r = harness(
+        "nodes=2,cpus=1,mem=256M",
+        "smoke",
+        &[
+            "--qemu-arg",
+            "-numa",
+            "--qemu-arg",
+            "dist,src=0,dst=1,val=30",
+        ],
+    );
+    assert_eq!(
+        r.code(),
+        Some(1),
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
+    let cases = r.junit();
+    let failed: Vec<_> = cases.iter().filter(|c| c.failure.is_some()).collect();
+    assert_eq!(
+        failed.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["topology/distances"],
+        "only the distances differ: {failed:#?}"
+    );
+    let (message, text) = failed[0].failure.clone().unwrap();
+    let all = format!("{message}\n{text}");
+    for entry in [
+        "node0 -> node1: expected 20 (QEMU's default), seen 30 (/sys/devices/system/node/node0/distance: 10 30)",
+        "node1 -> node0: expected 20 (QEMU's default), seen 30 (/sys/devices/system/node/node1/distance: 30 10)",
+    ] {
+        assert!(all.contains(entry), "{entry:?} not in {all:?}");
     }
 }
 

@@ -10,8 +10,13 @@
 //! Expectations: `numa=0` -> NUMA|MPOL and MPOL alone are EINVAL;
 //! `mpol=0` (no CONFIG_FUTEX_MPOL) -> MPOL is accepted and ignored, so every
 //! node above is the caller's node. With one node the policy node and the
-//! caller's node coincide; the `-remote` cases need a policy node other
-//! than the caller's and SKIP without one.
+//! caller's node coincide, so an honoured policy and an ignored one write
+//! the same word: `preferred`, `bind-home`, `bind-no-home`,
+//! `preferred-many-home`, `preferred-many-no-home`, `interleave`,
+//! `weighted-interleave`, `local` and `default` SKIP with fewer than two
+//! memory nodes ("one memory node: a policy cannot pick another node");
+//! the `-remote` cases need a policy node other than the caller's and SKIP
+//! without one.
 //!
 //! Cases:
 //! - `preferred`: PREFERRED {N} for each memory node N -> N on every CPU.
@@ -216,11 +221,32 @@ fn skip_remote(t: &Topology, what: &str) -> R {
     )))
 }
 
+/// Why a case whose policy may resolve to the caller's node cannot tell
+/// an honoured policy from an ignored one.
+const ONE_MEMORY_NODE: &str = "one memory node: a policy cannot pick another node";
+
+/// The SKIP of such a case on fewer than two memory nodes: every node a
+/// policy names is then the one the caller's memory comes from, and
+/// `mpol=0` (the caller's node) expects the same word.
+fn another_node(t: &Topology) -> Option<R> {
+    let mem = t.memory_nodes();
+    (mem.len() < 2).then(|| {
+        Ok(Outcome::Skip(format!(
+            "{ONE_MEMORY_NODE} (online {}, with memory {})",
+            list_str(&t.online),
+            list_str(&mem)
+        )))
+    })
+}
+
 fn preferred(ctx: &Ctx) -> R {
     if let Some(o) = absent(ctx) {
         return o;
     }
     let t = topo()?;
+    if let Some(skip) = another_node(&t) {
+        return skip;
+    }
     for n in t.memory_nodes() {
         check_policy(
             ctx,
@@ -251,6 +277,11 @@ fn with_home(ctx: &Ctx, mode: i32, remote: bool) -> R {
         return o;
     }
     let t = topo()?;
+    if !remote {
+        if let Some(skip) = another_node(&t) {
+            return skip;
+        }
+    }
     let mem = t.memory_nodes();
     if remote {
         let pairs = remote_pairs(&t, &t.online);
@@ -273,6 +304,9 @@ fn caller_node_mode(ctx: &Ctx, mode: i32, each_node: bool) -> R {
         return o;
     }
     let t = topo()?;
+    if let Some(skip) = another_node(&t) {
+        return skip;
+    }
     let mem = t.memory_nodes();
     if each_node {
         for n in mem {
@@ -289,6 +323,9 @@ fn default_policy(ctx: &Ctx) -> R {
         return o;
     }
     let t = topo()?;
+    if let Some(skip) = another_node(&t) {
+        return skip;
+    }
     // No mbind at all: no VMA policy.
     let m = Mapping::anon(1, false)?;
     for (cpu, node) in t.pin_targets() {
@@ -306,8 +343,12 @@ fn default_policy(ctx: &Ctx) -> R {
         )?;
     }
     // PREFERRED, then replaced by DEFAULT: the PREFERRED node no longer counts.
+    // A PREFERRED node other than the first target's, so that a kernel
+    // keeping it writes a node the caller is not on.
     let m2 = Mapping::anon(1, false)?;
-    let n = t.memory_nodes()[0];
+    let mem = t.memory_nodes();
+    let first = t.pin_targets()[0].1;
+    let n = mem.iter().copied().find(|&n| n != first).unwrap_or(mem[0]);
     Policy::new(mpol::PREFERRED, &[n], None).apply(&m2)?;
     Policy::new(mpol::DEFAULT, &[], None).apply(&m2)?;
     for (cpu, node) in t.pin_targets() {
@@ -646,6 +687,9 @@ fn caller_node_mode_local(ctx: &Ctx) -> R {
         return o;
     }
     let t = topo()?;
+    if let Some(skip) = another_node(&t) {
+        return skip;
+    }
     check_policy(ctx, &Policy::new(mpol::LOCAL, &[], None), &t.pin_targets())?;
     PASS
 }

@@ -3,11 +3,25 @@
 //! operations (wait/wake, timeouts, requeue, PI, requeue-PI), futex_waitv's
 //! argument checks, and robust lists. Each is named after what it checks;
 //! `docs/kselftest.md` maps upstream cases to these.
+//!
+//! The timed cases (`futex-upstream-gaps/timeouts.rs`) check when ETIMEDOUT
+//! comes on the clock the flags select; the requeue cases
+//! (`futex-upstream-gaps/requeue.rs`) count exactly, with every waiter
+//! proven asleep first; the owners that die (`futex-upstream-gaps/robust.rs`)
+//! are seen waking their waiter from the kernel.
 
-use guest_tests::cases::{self, Case, Ctx};
+#[path = "futex-upstream-gaps/requeue.rs"]
+mod requeue;
+#[path = "futex-upstream-gaps/robust.rs"]
+mod robust;
+#[path = "futex-upstream-gaps/timeouts.rs"]
+mod timeouts;
+
+use guest_tests::cases::{Case, Ctx};
 use guest_tests::ktap::Outcome;
 use guest_tests::sys::{self, Errno, FutexWaitv};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use guest_tests::{cases, clock, hash};
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 type R = Result<Outcome, String>;
@@ -18,14 +32,11 @@ fn r(res: R) -> Outcome {
 
 const FUTEX_WAIT: i32 = 0;
 const FUTEX_WAKE: i32 = 1;
-const FUTEX_CMP_REQUEUE: i32 = 4;
 const FUTEX_LOCK_PI: i32 = 6;
 const FUTEX_UNLOCK_PI: i32 = 7;
-const FUTEX_WAIT_BITSET: i32 = 9;
 const FUTEX_WAIT_REQUEUE_PI: i32 = 11;
 const FUTEX_CMP_REQUEUE_PI: i32 = 12;
 const FUTEX_PRIVATE_FLAG: i32 = 128;
-const FUTEX_CLOCK_REALTIME: i32 = 256;
 const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
 const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
 
@@ -317,49 +328,26 @@ fn wait_wouldblock(_: &Ctx) -> R {
     )
 }
 
-fn wait_timeout_relative(_: &Ctx) -> R {
+/// FUTEX_WAIT's timeout is relative: ETIMEDOUT no earlier than 50 ms after
+/// the call (on CLOCK_MONOTONIC) and within `clock::LATE` of it.
+fn wait_timeout_relative(_: &Ctx) -> Outcome {
     let w = word(0);
-    let t = rel(50);
-    let s = Instant::now();
-    want_err(
+    hash::done(clock::ensure_deadline(
         "FUTEX_WAIT relative 50 ms",
-        futex(
-            p(w),
-            FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-            0,
-            ts_ptr(&t),
-            std::ptr::null(),
-            0,
-        ),
-        libc::ETIMEDOUT,
-    )?;
-    Outcome::check(s.elapsed() >= Duration::from_millis(50), || {
-        format!("returned after {:?}", s.elapsed())
-    })
-    .pipe_ok()
-}
-
-fn wait_bitset_timeout_absolute(_: &Ctx) -> R {
-    let w = word(0);
-    for (clock, flag) in [
-        (libc::CLOCK_MONOTONIC, 0),
-        (libc::CLOCK_REALTIME, FUTEX_CLOCK_REALTIME),
-    ] {
-        let t = abs(clock, 50);
-        want_err(
-            &format!("FUTEX_WAIT_BITSET absolute, clock {clock}"),
+        libc::CLOCK_MONOTONIC,
+        Duration::from_millis(50),
+        move |_| {
+            let t = rel(50);
             futex(
                 p(w),
-                FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG | flag,
+                FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
                 0,
                 ts_ptr(&t),
                 std::ptr::null(),
-                u32::MAX,
-            ),
-            libc::ETIMEDOUT,
-        )?;
-    }
-    Ok(Outcome::Pass)
+                0,
+            )
+        },
+    ))
 }
 
 // ---- futex_waitv -----------------------------------------------------
@@ -374,21 +362,6 @@ fn waitv_entry(w: &AtomicU32, val: u64, flags: u32) -> FutexWaitv {
 }
 
 const U32_PRIV: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE;
-
-fn waitv_timeout(_: &Ctx) -> R {
-    let w = word(0);
-    let t = abs(libc::CLOCK_MONOTONIC, 50);
-    want_err(
-        "futex_waitv timeout",
-        sys::futex_waitv(
-            &[waitv_entry(w, 0, U32_PRIV)],
-            0,
-            Some(&t),
-            libc::CLOCK_MONOTONIC,
-        ),
-        libc::ETIMEDOUT,
-    )
-}
 
 fn waitv_wouldblock(_: &Ctx) -> R {
     let w = word(1);
@@ -529,539 +502,6 @@ fn waitv_shared(_: &Ctx) -> R {
     .pipe_ok()
 }
 
-// ---- requeue -----------------------------------------------------------
-
-/// FUTEX_CMP_REQUEUE A -> B (waking none), then FUTEX_WAKE B: every
-/// waiter must be woken by a wake on B (none times out, A is never woken),
-/// and the wakes on B must count each waiter once. A waiter woken
-/// spuriously after its requeue waits on A again (`__futex_wait()` retries
-/// on its own address; docs/futex-abi.md, section 1), so requeue and wake
-/// repeat until every thread has returned, and a requeue total above n is
-/// a diagnostic, not a failure.
-fn requeue(n: usize) -> R {
-    let (f1, f2) = (word(0), word(0));
-    let returned: &'static AtomicUsize = Box::leak(Box::new(AtomicUsize::new(0)));
-    let waiters: Vec<_> = (0..n)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let t = rel(20_000);
-                let r = futex(
-                    p(f1),
-                    FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-                    0,
-                    ts_ptr(&t),
-                    std::ptr::null(),
-                    0,
-                );
-                returned.fetch_add(1, Ordering::SeqCst);
-                r
-            })
-        })
-        .collect();
-    // Requeue everything from A to B (waking none) until n moves were
-    // counted, then wake B; again while a thread has not returned.
-    let start = Instant::now();
-    let mut settle = Settle::new();
-    let (mut moved, mut woke) = (0i64, 0i64);
-    while returned.load(Ordering::SeqCst) < n && start.elapsed() < Duration::from_secs(10) {
-        settle.pause();
-        moved += futex(
-            p(f1),
-            FUTEX_CMP_REQUEUE | FUTEX_PRIVATE_FLAG,
-            0,
-            i32::MAX as u64,
-            p(f2),
-            0,
-        )
-        .map_err(|e| format!("FUTEX_CMP_REQUEUE: {e}"))?;
-        if moved >= n as i64 {
-            woke += futex(
-                p(f2),
-                FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
-                i32::MAX as u32,
-                0,
-                std::ptr::null(),
-                0,
-            )
-            .map_err(|e| format!("FUTEX_WAKE B: {e}"))?;
-        }
-    }
-    for w in waiters {
-        match w.join() {
-            Ok(Ok(0)) => {}
-            // A waiter no wake on B found times out still queued; one a
-            // wake found returns 0.
-            o => {
-                return Err(format!(
-                    "a waiter returned {o:?} (the requeues moved {moved}, the wakes on B woke {woke} of {n})"
-                ))
-            }
-        }
-    }
-    if moved > n as i64 {
-        cases::diag(&format!(
-            "the requeues counted {moved} moves for {n} waiters: a waiter woken spuriously after its requeue waited on A again"
-        ));
-    }
-    Outcome::check(moved >= n as i64 && woke == n as i64, || {
-        format!("the requeues moved {moved} and the wakes on B woke {woke} of {n} waiters")
-    })
-    .pipe_ok()
-}
-
-fn requeue_single(_: &Ctx) -> R {
-    requeue(1)
-}
-
-fn requeue_multiple(_: &Ctx) -> R {
-    requeue(10)
-}
-
-// ---- PI and requeue-PI -------------------------------------------------
-
-fn lock_pi_timeout(_: &Ctx) -> R {
-    let m = word(0);
-    futex(
-        p(m),
-        FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG,
-        0,
-        0,
-        std::ptr::null(),
-        0,
-    )
-    .map_err(|e| format!("first FUTEX_LOCK_PI: {e}"))?;
-    let t = std::thread::spawn(move || {
-        let ts = abs(libc::CLOCK_REALTIME, 50);
-        futex(
-            p(m),
-            FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG,
-            0,
-            ts_ptr(&ts),
-            std::ptr::null(),
-            0,
-        )
-    })
-    .join()
-    .map_err(|_| "thread panicked".to_string())?;
-    want_err(
-        "FUTEX_LOCK_PI on a held lock with a timeout",
-        t,
-        libc::ETIMEDOUT,
-    )
-}
-
-fn requeue_pi_timeout(_: &Ctx) -> R {
-    let (f1, f2) = (word(0), word(0));
-    let ts = abs(libc::CLOCK_MONOTONIC, 50);
-    want_err(
-        "FUTEX_WAIT_REQUEUE_PI with nobody requeueing",
-        futex(
-            p(f1),
-            FUTEX_WAIT_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
-            0,
-            ts_ptr(&ts),
-            p(f2),
-            0,
-        ),
-        libc::ETIMEDOUT,
-    )
-}
-
-/// A waiter in FUTEX_WAIT_REQUEUE_PI on f1 is requeued to the PI futex f2
-/// held by the waker; when the waker unlocks, the waiter owns f2.
-fn requeue_pi_wakes_owner(_: &Ctx) -> R {
-    let (f1, f2) = (word(0), word(0));
-    futex(
-        p(f2),
-        FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG,
-        0,
-        0,
-        std::ptr::null(),
-        0,
-    )
-    .map_err(|e| format!("lock f2: {e}"))?;
-    let waiter = std::thread::spawn(move || {
-        let ts = abs(libc::CLOCK_MONOTONIC, 20_000);
-        let r = futex(
-            p(f1),
-            FUTEX_WAIT_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
-            0,
-            ts_ptr(&ts),
-            p(f2),
-            0,
-        );
-        let owner = f2.load(Ordering::SeqCst) & FUTEX_TID_MASK;
-        let me = gettid();
-        if r.is_ok() && owner == me {
-            let _ = futex(
-                p(f2),
-                FUTEX_UNLOCK_PI | FUTEX_PRIVATE_FLAG,
-                0,
-                0,
-                std::ptr::null(),
-                0,
-            );
-        }
-        (r, owner, me)
-    });
-    let start = Instant::now();
-    let mut settle = Settle::new();
-    loop {
-        settle.pause();
-        // nr_wake must be 1 for requeue-PI; val2 (nr_requeue) in the timeout slot.
-        match futex(
-            p(f1),
-            FUTEX_CMP_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
-            1,
-            1,
-            p(f2),
-            0,
-        ) {
-            Ok(n) if n >= 1 => break,
-            Ok(_) => {}
-            Err(e) => return Err(format!("FUTEX_CMP_REQUEUE_PI: {e}")),
-        }
-        if start.elapsed() > Duration::from_secs(10) {
-            return Err("FUTEX_CMP_REQUEUE_PI never found the waiter".into());
-        }
-    }
-    futex(
-        p(f2),
-        FUTEX_UNLOCK_PI | FUTEX_PRIVATE_FLAG,
-        0,
-        0,
-        std::ptr::null(),
-        0,
-    )
-    .map_err(|e| format!("unlock f2: {e}"))?;
-    let (res, owner, tid) = waiter.join().map_err(|_| "waiter panicked".to_string())?;
-    Outcome::check(res == Ok(0) && owner == tid, || {
-        format!("waiter got {res:?}, f2 owner {owner}, waiter tid {tid}")
-    })
-    .pipe_ok()
-}
-
-/// Upstream futex_requeue_pi_mismatched_ops: FUTEX_CMP_REQUEUE_PI on a
-/// plain FUTEX_WAIT waiter is EINVAL (and the waiter is still woken by a
-/// plain wake).
-fn requeue_pi_mismatched_ops(_: &Ctx) -> R {
-    let (f1, f2) = (word(0), word(0));
-    let waiter = std::thread::spawn(move || {
-        let ts = rel(20_000);
-        futex(
-            p(f1),
-            FUTEX_WAIT | FUTEX_PRIVATE_FLAG,
-            0,
-            ts_ptr(&ts),
-            std::ptr::null(),
-            0,
-        )
-    });
-    let start = Instant::now();
-    let mut settle = Settle::new();
-    let mut res = Ok(0);
-    while start.elapsed() < Duration::from_secs(3) {
-        settle.pause();
-        res = futex(
-            p(f1),
-            FUTEX_CMP_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
-            1,
-            0,
-            p(f2),
-            0,
-        );
-        if res.is_err() {
-            break;
-        }
-    }
-    let _ = futex(
-        p(f1),
-        FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
-        1,
-        0,
-        std::ptr::null(),
-        0,
-    );
-    let _ = waiter.join();
-    want_err(
-        "FUTEX_CMP_REQUEUE_PI on a FUTEX_WAIT waiter",
-        res,
-        libc::EINVAL,
-    )
-}
-
-extern "C" fn on_usr1(_: i32) {}
-
-/// Upstream futex_requeue_pi_signal_restart: a signal to a waiter in
-/// FUTEX_WAIT_REQUEUE_PI does not end the wait early with a spurious
-/// success; the waiter still gets the lock after the requeue.
-fn requeue_pi_signal_restart(_: &Ctx) -> R {
-    // SAFETY: installing a no-op handler without SA_RESTART.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = on_usr1 as *const () as usize;
-        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
-    }
-    let (f1, f2) = (word(0), word(0));
-    let tid = word(0);
-    futex(
-        p(f2),
-        FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG,
-        0,
-        0,
-        std::ptr::null(),
-        0,
-    )
-    .map_err(|e| format!("lock f2: {e}"))?;
-    let waiter = std::thread::spawn(move || {
-        tid.store(gettid(), Ordering::SeqCst);
-        let mut early = 0;
-        loop {
-            let r = futex(
-                p(f1),
-                FUTEX_WAIT_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
-                0,
-                0,
-                p(f2),
-                0,
-            );
-            match r {
-                // Interrupted before the requeue: wait again, as upstream does.
-                Err(e) if e.0 == libc::EINTR || e.0 == libc::EAGAIN => early += 1,
-                r => {
-                    let owner = f2.load(Ordering::SeqCst) & FUTEX_TID_MASK;
-                    if owner == gettid() {
-                        let _ = futex(
-                            p(f2),
-                            FUTEX_UNLOCK_PI | FUTEX_PRIVATE_FLAG,
-                            0,
-                            0,
-                            std::ptr::null(),
-                            0,
-                        );
-                    }
-                    return (r, owner == gettid(), early);
-                }
-            }
-        }
-    });
-    while tid.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
-    for _ in 0..5 {
-        // A signal every 100 ms while it waits (5 in all).
-        std::thread::sleep(Duration::from_millis(100));
-        // SAFETY: a live thread of this process.
-        unsafe {
-            libc::syscall(
-                libc::SYS_tgkill,
-                libc::getpid(),
-                tid.load(Ordering::SeqCst),
-                libc::SIGUSR1,
-            )
-        };
-    }
-    let start = Instant::now();
-    let mut settle = Settle::new();
-    loop {
-        settle.pause();
-        match futex(
-            p(f1),
-            FUTEX_CMP_REQUEUE_PI | FUTEX_PRIVATE_FLAG,
-            1,
-            1,
-            p(f2),
-            0,
-        ) {
-            Ok(n) if n >= 1 => break,
-            Ok(_) => {}
-            Err(e) => return Err(format!("FUTEX_CMP_REQUEUE_PI: {e}")),
-        }
-        if start.elapsed() > Duration::from_secs(10) {
-            return Err("never requeued the waiter".into());
-        }
-    }
-    futex(
-        p(f2),
-        FUTEX_UNLOCK_PI | FUTEX_PRIVATE_FLAG,
-        0,
-        0,
-        std::ptr::null(),
-        0,
-    )
-    .map_err(|e| format!("unlock f2: {e}"))?;
-    let (res, owns, early) = waiter.join().map_err(|_| "waiter panicked".to_string())?;
-    cases::diag(&format!(
-        "waiter restarted {early} times before the requeue"
-    ));
-    Outcome::check(res == Ok(0) && owns, || {
-        format!("waiter got {res:?}, owned f2: {owns}")
-    })
-    .pipe_ok()
-}
-
-/// Upstream futex_lock_pi_exiting (owner_dies_with_blocked_waiter): the
-/// owner of a PI futex exits with a waiter blocked in FUTEX_LOCK_PI; the
-/// waiter gets the lock with FUTEX_OWNER_DIED set.
-fn lock_pi_owner_dies(_: &Ctx) -> R {
-    let m = word(0);
-    let locked = word(0);
-    let owner = std::thread::spawn(move || {
-        let r = futex(
-            p(m),
-            FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG,
-            0,
-            0,
-            std::ptr::null(),
-            0,
-        );
-        locked.store(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(300));
-        r
-    });
-    while locked.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
-    let waiter = std::thread::spawn(move || {
-        let ts = abs(libc::CLOCK_REALTIME, 20_000);
-        let r = futex(
-            p(m),
-            FUTEX_LOCK_PI | FUTEX_PRIVATE_FLAG,
-            0,
-            ts_ptr(&ts),
-            std::ptr::null(),
-            0,
-        );
-        (r, m.load(Ordering::SeqCst), gettid())
-    });
-    let o = owner.join().map_err(|_| "owner panicked".to_string())?;
-    if o != Ok(0) {
-        return Err(format!("owner's FUTEX_LOCK_PI: {o:?}"));
-    }
-    let (r, val, tid) = waiter.join().map_err(|_| "waiter panicked".to_string())?;
-    Outcome::check(
-        r == Ok(0) && val & FUTEX_TID_MASK == tid && val & FUTEX_OWNER_DIED != 0,
-        || format!("waiter got {r:?}, word {val:#x}, its tid {tid}"),
-    )
-    .pipe_ok()
-}
-
-// ---- robust lists ---------------------------------------------------------
-
-#[repr(C)]
-struct RobustHead {
-    next: usize,
-    offset: isize,
-    pending: usize,
-}
-
-#[repr(C)]
-struct RobustLock {
-    next: AtomicUsize,
-    word: AtomicU32,
-}
-
-fn set_robust_list(head: *const RobustHead, len: usize) -> Result<i64, Errno> {
-    // SAFETY: the kernel only records the pointer.
-    let r = unsafe { libc::syscall(libc::SYS_set_robust_list, head, len) };
-    if r < 0 {
-        Err(Errno(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ))
-    } else {
-        Ok(r)
-    }
-}
-
-fn robust_set_invalid_size(_: &Ctx) -> R {
-    let head = Box::leak(Box::new(RobustHead {
-        next: 0,
-        offset: 0,
-        pending: 0,
-    }));
-    head.next = head as *const _ as usize;
-    want_err(
-        "set_robust_list with len + 1",
-        set_robust_list(head, std::mem::size_of::<RobustHead>() + 1),
-        libc::EINVAL,
-    )
-}
-
-fn robust_get_self(_: &Ctx) -> R {
-    let head = Box::leak(Box::new(RobustHead {
-        next: 0,
-        offset: 0,
-        pending: 0,
-    }));
-    head.next = head as *const _ as usize;
-    set_robust_list(head, std::mem::size_of::<RobustHead>())
-        .map_err(|e| format!("set_robust_list: {e}"))?;
-    let (mut got, mut len): (usize, usize) = (0, 0);
-    // SAFETY: both out-pointers are live locals.
-    let r = unsafe { libc::syscall(libc::SYS_get_robust_list, 0, &mut got, &mut len) };
-    Outcome::check(
-        r == 0 && got == head as *const _ as usize && len == std::mem::size_of::<RobustHead>(),
-        || {
-            format!(
-                "get_robust_list: {r}, head {got:#x} (set {:#x}), len {len}",
-                head as *const _ as usize
-            )
-        },
-    )
-    .pipe_ok()
-}
-
-/// Upstream robust_list test_robustness: a thread holding a robust lock
-/// exits; the kernel sets FUTEX_OWNER_DIED and wakes the waiter.
-fn robust_owner_died(_: &Ctx) -> R {
-    let lock: &'static RobustLock = Box::leak(Box::new(RobustLock {
-        next: AtomicUsize::new(0),
-        word: AtomicU32::new(0),
-    }));
-    let held = word(0);
-    let owner = std::thread::spawn(move || {
-        let head = Box::leak(Box::new(RobustHead {
-            next: 0,
-            offset: std::mem::offset_of!(RobustLock, word) as isize,
-            pending: 0,
-        }));
-        let head_addr = head as *const RobustHead as usize;
-        // The list: head -> lock -> head.
-        lock.next.store(head_addr, Ordering::SeqCst);
-        head.next = lock as *const RobustLock as usize;
-        let r = set_robust_list(head, std::mem::size_of::<RobustHead>());
-        lock.word.store(gettid(), Ordering::SeqCst);
-        held.store(1, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(200));
-        r
-    });
-    while held.load(Ordering::SeqCst) == 0 {
-        std::thread::yield_now();
-    }
-    let w = lock.word.load(Ordering::SeqCst);
-    // Mark waiters present, then wait for the owner's death.
-    lock.word.store(w | 0x8000_0000, Ordering::SeqCst);
-    let ts = rel(10_000);
-    let r = futex(
-        p(&lock.word),
-        FUTEX_WAIT,
-        w | 0x8000_0000,
-        ts_ptr(&ts),
-        std::ptr::null(),
-        0,
-    );
-    let o = owner.join().map_err(|_| "owner panicked".to_string())?;
-    if o != Ok(0) {
-        return Err(format!("set_robust_list: {o:?}"));
-    }
-    let after = lock.word.load(Ordering::SeqCst);
-    Outcome::check(
-        after & FUTEX_OWNER_DIED != 0 && matches!(r, Ok(0) | Err(Errno(libc::EAGAIN))),
-        || format!("wait returned {r:?}; lock word after the owner died {after:#x}"),
-    )
-    .pipe_ok()
-}
-
 /// The first line of `--help`.
 const ABOUT: &str =
     "what the kernel's futex selftests check and the other suites did not: futex(2) operations, PI, requeue-PI, futex_waitv, robust lists (docs/kselftest.md).";
@@ -1079,32 +519,38 @@ fn main() {
             }),
             c("wait-uninitialized-heap", |x| r(wait_uninitialized_heap(x))),
             c("wait-wouldblock", |x| r(wait_wouldblock(x))),
-            c("wait-timeout-relative", |x| r(wait_timeout_relative(x))),
-            c("wait-bitset-timeout-absolute", |x| {
-                r(wait_bitset_timeout_absolute(x))
-            }),
-            c("waitv-timeout", |x| r(waitv_timeout(x))),
+            c("wait-timeout-relative", wait_timeout_relative),
+            c(
+                "wait-bitset-timeout-absolute",
+                timeouts::wait_bitset_timeout_absolute,
+            ),
+            c("waitv-timeout", timeouts::waitv_timeout),
             c("waitv-wouldblock", |x| r(waitv_wouldblock(x))),
             c("waitv-invalid-flag", |x| r(waitv_invalid_flag(x))),
             c("waitv-unaligned-einval", |x| r(waitv_unaligned_einval(x))),
             c("waitv-null-address", |x| r(waitv_null_address(x))),
             c("waitv-invalid-clockid", |x| r(waitv_invalid_clockid(x))),
             c("waitv-shared", |x| r(waitv_shared(x))),
-            c("requeue-single", |x| r(requeue_single(x))),
-            c("requeue-multiple", |x| r(requeue_multiple(x))),
-            c("lock-pi-timeout", |x| r(lock_pi_timeout(x))),
-            c("requeue-pi-timeout", |x| r(requeue_pi_timeout(x))),
-            c("requeue-pi-wakes-owner", |x| r(requeue_pi_wakes_owner(x))),
+            c("requeue-single", requeue::requeue_single),
+            c("requeue-multiple", requeue::requeue_multiple),
+            c("lock-pi-timeout", timeouts::lock_pi_timeout),
+            c("requeue-pi-timeout", timeouts::requeue_pi_timeout),
+            c("requeue-pi-wakes-owner", |x| {
+                r(requeue::requeue_pi_wakes_owner(x))
+            }),
             c("requeue-pi-mismatched-ops", |x| {
-                r(requeue_pi_mismatched_ops(x))
+                r(requeue::requeue_pi_mismatched_ops(x))
             }),
-            c("requeue-pi-signal-restart", |x| {
-                r(requeue_pi_signal_restart(x))
+            c(
+                "requeue-pi-signal-restart",
+                requeue::requeue_pi_signal_restart,
+            ),
+            c("lock-pi-owner-dies", |x| r(robust::lock_pi_owner_dies(x))),
+            c("robust-set-invalid-size", |x| {
+                r(robust::robust_set_invalid_size(x))
             }),
-            c("lock-pi-owner-dies", |x| r(lock_pi_owner_dies(x))),
-            c("robust-set-invalid-size", |x| r(robust_set_invalid_size(x))),
-            c("robust-get-self", |x| r(robust_get_self(x))),
-            c("robust-owner-died", |x| r(robust_owner_died(x))),
+            c("robust-get-self", |x| r(robust::robust_get_self(x))),
+            c("robust-owner-died", robust::robust_owner_died),
         ],
     );
 }
