@@ -288,11 +288,16 @@ pub async fn run_attached(
                 });
             }
         }
+        let qemu_stderr = match &out.end {
+            VmEnd::QemuExited { stderr, .. } => stderr.as_bytes(),
+            _ => &[],
+        };
         let crash = boot_retry::Crash {
             release: release.as_deref(),
             accel,
             qemu_major: qemu.major(),
             console: &out.console,
+            qemu_stderr,
         };
         let retry = (boot_retries.len() < spec.boot_retries as usize && boot_failed(&out))
             .then(|| boot_retry::decide(&crash, attempt))

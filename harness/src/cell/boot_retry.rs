@@ -14,14 +14,18 @@ use crate::result::BootRetry;
 pub struct Signature {
     /// Its name in reports (`qemu7-tcg-debian-6.12`).
     pub name: &'static str,
-    /// The kernel release (from the image's header) starts with this.
-    pub release_prefix: &'static str,
+    /// The kernel release (from the image's header) starts with this
+    /// (`None`: any kernel, for a crash of QEMU's own).
+    pub release_prefix: Option<&'static str>,
     /// Under this accelerator only.
     pub accel: Accel,
-    /// QEMU's major version is below this.
-    pub qemu_major_below: u32,
+    /// QEMU's major version is below this (`None`: any version).
+    pub qemu_major_below: Option<u32>,
     /// A console line holds one of these (the kernel's own words).
     pub console: &'static [&'static str],
+    /// A line of QEMU's own stderr holds one of these (QEMU's words; the
+    /// guest cannot write there).
+    pub qemu_stderr: &'static [&'static str],
 }
 
 /// The signatures retried, and nothing else.
@@ -34,18 +38,36 @@ pub struct Signature {
 /// segfaulting task (`segfault at ...`), PID 1 killed by SIGSEGV
 /// (`Attempted to kill init! exitcode=0x0000000b`) and the soft-lockup
 /// watchdog (`watchdog: BUG: soft lockup - CPU#0 stuck ...`).
-pub const SIGNATURES: &[Signature] = &[Signature {
-    name: "qemu7-tcg-debian-6.12",
-    release_prefix: "6.12.",
-    accel: Accel::Tcg,
-    qemu_major_below: crate::host::RELIABLE_TCG_QEMU_MAJOR,
-    console: &[
-        "PANIC: double fault",
-        "segfault at ",
-        "exitcode=0x0000000b",
-        "BUG: soft lockup",
-    ],
-}];
+///
+/// `qemu-tcg-iotlb-assert`: QEMU itself aborting on its assertion in
+/// `iotlb_to_section()` (`system/physmem.c`: `section_index <
+/// d->map.sections_nb`) under TCG while the guest boots, seen with QEMU 10
+/// on a loaded 2-core host (docs/reliability.md). QEMU dies of its own
+/// check, in its own stderr, before the guest ran a test: nothing of the
+/// kernel's is hidden by booting again.
+pub const SIGNATURES: &[Signature] = &[
+    Signature {
+        name: "qemu7-tcg-debian-6.12",
+        release_prefix: Some("6.12."),
+        accel: Accel::Tcg,
+        qemu_major_below: Some(crate::host::RELIABLE_TCG_QEMU_MAJOR),
+        console: &[
+            "PANIC: double fault",
+            "segfault at ",
+            "exitcode=0x0000000b",
+            "BUG: soft lockup",
+        ],
+        qemu_stderr: &[],
+    },
+    Signature {
+        name: "qemu-tcg-iotlb-assert",
+        release_prefix: None,
+        accel: Accel::Tcg,
+        qemu_major_below: None,
+        console: &[],
+        qemu_stderr: &["iotlb_to_section: Assertion"],
+    },
+];
 
 /// Bytes kept of the matching console line.
 pub const MAX_LINE: usize = 240;
@@ -62,25 +84,30 @@ pub struct Crash<'a> {
     pub qemu_major: Option<u32>,
     /// The boot's console.
     pub console: &'a [u8],
+    /// QEMU's stderr, when QEMU itself exited.
+    pub qemu_stderr: &'a [u8],
 }
 
 impl Signature {
     /// The first console line of `crash` that shows this signature, when
     /// the host's facts are this signature's too.
     pub fn matches(&self, crash: &Crash) -> Option<String> {
-        let host = crash
-            .release
-            .is_some_and(|r| r.starts_with(self.release_prefix))
+        let host = self
+            .release_prefix
+            .is_none_or(|p| crash.release.is_some_and(|r| r.starts_with(p)))
             && crash.accel == self.accel
-            && crash.qemu_major.is_some_and(|m| m < self.qemu_major_below);
+            && self
+                .qemu_major_below
+                .is_none_or(|below| crash.qemu_major.is_some_and(|m| m < below));
         if !host {
             return None;
         }
-        crash
-            .console
-            .split(|&b| b == b'\n')
-            .find(|line| self.console.iter().any(|p| contains(line, p.as_bytes())))
-            .map(printable)
+        let find = |text: &[u8], patterns: &[&str]| {
+            text.split(|&b| b == b'\n')
+                .find(|line| patterns.iter().any(|p| contains(line, p.as_bytes())))
+                .map(printable)
+        };
+        find(crash.console, self.console).or_else(|| find(crash.qemu_stderr, self.qemu_stderr))
     }
 }
 
@@ -128,7 +155,44 @@ mod tests {
             accel: Accel::Tcg,
             qemu_major: Some(7),
             console: DOUBLE_FAULT,
+            qemu_stderr: b"",
         }
+    }
+
+    const IOTLB: &[u8] = b"qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.\n";
+
+    #[test]
+    fn qemus_own_iotlb_assertion_is_retried_on_any_kernel_under_tcg_only() {
+        let crash = Crash {
+            release: Some("7.3.4"),
+            accel: Accel::Tcg,
+            qemu_major: Some(10),
+            console: b"[    0.5] PCI: Using configuration type 1\n",
+            qemu_stderr: IOTLB,
+        };
+        let r = decide(&crash, 1).unwrap();
+        assert_eq!(r.signature, "qemu-tcg-iotlb-assert");
+        assert!(r
+            .line
+            .starts_with("qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section"));
+        assert_eq!(
+            decide(
+                &Crash {
+                    accel: Accel::Kvm,
+                    ..crash
+                },
+                1
+            ),
+            None,
+            "KVM"
+        );
+        // The guest cannot fake it: the words on its console are not QEMU's.
+        let faked = Crash {
+            console: IOTLB,
+            qemu_stderr: b"",
+            ..crash
+        };
+        assert_eq!(decide(&faked, 1), None, "guest-printed");
     }
 
     #[test]
