@@ -417,12 +417,15 @@ fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
 }
 
 /// Whether diagnostic `d` only repeats the result of test `name`
-/// (kselftest_harness ends a failed test with `<fn>: Test failed` and
-/// `#          FAIL  <name>`): the cause is the line before them.
+/// (kselftest_harness ends a failed test with `#          FAIL  <name>`
+/// and `<fn>: Test failed` or `<fn>: Test terminated by assertion`): the
+/// cause is the line before them. Its timeout and signal endings say what
+/// happened and stay.
 fn repeats_result(d: &str, name: &str) -> bool {
     d.strip_prefix("FAIL")
         .is_some_and(|rest| rest.starts_with(' ') && rest.trim() == name)
         || d.ends_with(": Test failed")
+        || d.ends_with(": Test terminated by assertion")
 }
 
 fn incomplete_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
@@ -739,7 +742,7 @@ ok 2 topology # SKIP reason
     #[test]
     fn kselftest_harness_result_lines_are_not_the_message() {
         let c = cell(
-            "KTAP version 1\n1..1\n  KTAP version 1\n  1..2\n  # stderr: # t: Test terminated by timeout\n  #          FAIL  args.t_0.p\n  not ok 1 args.t_0.p\n  # stderr: # r.c:532:t:One or more children failed\n  # stderr: # t: Test failed\n  #          FAIL  global.t\n  not ok 2 global.t\nnot ok 1 p\n",
+            "KTAP version 1\n1..1\n  KTAP version 1\n  1..3\n  # stderr: # t: Test terminated by timeout\n  #          FAIL  args.t_0.p\n  not ok 1 args.t_0.p\n  # stderr: # r.c:532:t:One or more children failed\n  # stderr: # t: Test failed\n  #          FAIL  global.t\n  not ok 2 global.t\n  # stderr: # r.c:263:u:Expected ret (-1) == 0 (0)\n  #          FAIL  global.u\n  # stderr: # u: Test terminated by assertion\n  not ok 3 global.u\nnot ok 1 p\n",
             "",
             VmEnd::Finished,
             &["p"],
@@ -747,7 +750,8 @@ ok 2 topology # SKIP reason
         check(
             &c,
             "p/args.t_0.p: FAIL: stderr: # t: Test terminated by timeout
-             p/global.t: FAIL: stderr: # r.c:532:t:One or more children failed",
+             p/global.t: FAIL: stderr: # r.c:532:t:One or more children failed
+             p/global.u: FAIL: stderr: # r.c:263:u:Expected ret (-1) == 0 (0)",
         );
     }
 
