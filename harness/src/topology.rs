@@ -8,6 +8,9 @@ use std::fmt;
 /// Errors in a topology spec; each says what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TopologyError {
+    /// An empty spec (`--topology ""`): not silently the default.
+    #[error("topology spec is empty (expected e.g. nodes=2,cpus=2,mem=512M; leave --topology out for the default)")]
+    Empty,
     /// A `key=value` item is malformed.
     #[error(
         "topology spec {spec:?}: {item:?} is not key=value (expected e.g. nodes=2,cpus=2,mem=512M)"
@@ -182,6 +185,9 @@ impl Topology {
     /// nodes; O possible-but-offline nodes after them
     /// ([`Topology::with_offline`]).
     pub fn parse_spec(spec: &str) -> Result<Topology, TopologyError> {
+        if spec.split(',').all(|s| s.trim().is_empty()) {
+            return Err(TopologyError::Empty);
+        }
         let (mut nodes, mut cpus, mut mem, mut distance) = (1u32, None, None, None);
         let mut offline = 0usize;
         let mut seen: Vec<&str> = Vec::new();
@@ -425,6 +431,8 @@ mod tests {
                 "nodes=64,cpus=1,mem=64M,offline=1",
                 "65 nodes with the offline one",
             ),
+            ("", "topology spec is empty"),
+            (" , ", "topology spec is empty"),
         ];
         for (spec, want) in cases {
             let e = Topology::parse_spec(spec).unwrap_err().to_string();

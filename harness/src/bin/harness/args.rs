@@ -56,8 +56,9 @@ pub struct MatrixArgs {
     /// Stop starting cells after the first unexpected result.
     #[arg(long, conflicts_with = "keep_going")]
     pub fail_fast: bool,
-    /// Run every cell whatever happens (the default).
-    #[arg(long)]
+    /// Run every cell whatever happens (the default). `--no-fail-fast` is
+    /// nextest's name for it.
+    #[arg(long, visible_alias = "no-fail-fast")]
     pub keep_going: bool,
     /// Only the cells that did not pass in the last aggregate report under --out.
     #[arg(long)]

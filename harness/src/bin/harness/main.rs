@@ -152,8 +152,8 @@ struct RunArgs {
     /// Whole-VM watchdog in seconds (default: boot allowance + test timeouts).
     #[arg(long)]
     timeout: Option<u64>,
-    /// Multiply every in-guest timeout by this factor.
-    #[arg(long, default_value_t = 1.0)]
+    /// Multiply every in-guest timeout by this factor (in (0, 100]).
+    #[arg(long, default_value_t = 1.0, value_parser = timeout_scale)]
     timeout_scale: f64,
     /// Extra kernel command line words.
     #[arg(long, allow_hyphen_values = true)]
@@ -601,4 +601,16 @@ async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
             harness::matrix::cli::Done::Ran => exit.code(),
         },
     )
+}
+
+/// `--timeout-scale`: a factor that leaves every timeout a real duration
+/// (0, a negative, NaN or infinity would give each test no time or
+/// forever; the same bound as matrix.yaml's `timeout_scale:`).
+fn timeout_scale(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(f) if f.is_finite() && f > 0.0 && f <= 100.0 => Ok(f),
+        _ => Err(format!(
+            "expected a factor in (0, 100], e.g. 2.5 (got {s:?})"
+        )),
+    }
 }
