@@ -39,6 +39,14 @@ pub struct Signature {
 /// (`Attempted to kill init! exitcode=0x0000000b`) and the soft-lockup
 /// watchdog (`watchdog: BUG: soft lockup - CPU#0 stuck ...`).
 ///
+/// `qemu-tcg-stale-int3`: an `Oops: int3` while the kernel boots under TCG
+/// at many vCPUs: a vCPU executed the `int3` of a finished text patch
+/// (`smp_text_poke`, static keys) from a stale translation, after the
+/// patcher had synced every CPU and dropped its handler. Seen on Debian's
+/// 7.3.4 at 18 vCPUs under QEMU 10.0.2 (docs/reliability.md: RIP at a
+/// 5-byte NOP `0f <1f> 44 00 00` already restored, in an IPI on an idle
+/// CPU). Before guest-init speaks no futex code has run.
+///
 /// `qemu-tcg-iotlb-assert`: QEMU itself aborting on its assertion in
 /// `iotlb_to_section()` (`system/physmem.c`: `section_index <
 /// d->map.sections_nb`) under TCG while the guest boots, seen with QEMU 10
@@ -57,6 +65,14 @@ pub const SIGNATURES: &[Signature] = &[
             "exitcode=0x0000000b",
             "BUG: soft lockup",
         ],
+        qemu_stderr: &[],
+    },
+    Signature {
+        name: "qemu-tcg-stale-int3",
+        release_prefix: None,
+        accel: Accel::Tcg,
+        qemu_major_below: None,
+        console: &["Oops: int3: 0000"],
         qemu_stderr: &[],
     },
     Signature {
@@ -160,6 +176,32 @@ mod tests {
     }
 
     const IOTLB: &[u8] = b"qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.\n";
+
+    #[test]
+    fn a_stale_int3_at_boot_is_retried_under_tcg_only() {
+        let crash = Crash {
+            release: Some("7.3.4+deb13-cloud-amd64"),
+            accel: Accel::Tcg,
+            qemu_major: Some(10),
+            console: b"[    3.899683] Oops: int3: 0000 [#1] SMP NOPTI\n",
+            qemu_stderr: b"",
+        };
+        assert_eq!(
+            decide(&crash, 1).map(|r| r.signature),
+            Some("qemu-tcg-stale-int3".to_string())
+        );
+        assert_eq!(
+            decide(
+                &Crash {
+                    accel: Accel::Kvm,
+                    ..crash
+                },
+                1
+            ),
+            None,
+            "KVM"
+        );
+    }
 
     #[test]
     fn qemus_own_iotlb_assertion_is_retried_on_any_kernel_under_tcg_only() {
