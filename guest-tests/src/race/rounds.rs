@@ -308,15 +308,7 @@ mod tests {
 
     #[test]
     fn nothing_to_race_is_one_round_unless_asked_for_more() {
-        let d = Rounds {
-            min: 10,
-            overlaps: 10,
-            max: 200,
-            at_most: Duration::from_secs(2),
-            at_least: Duration::ZERO,
-            fixed: false,
-            must_overlap: true,
-        };
+        let d = default_rounds();
         assert_eq!(d.once_unless(true), d);
         let once = d.once_unless(false);
         assert!(once.another(0, 0, Duration::ZERO));

@@ -177,6 +177,17 @@ mod tests {
 
     const IOTLB: &[u8] = b"qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section: Assertion `section_index < d->map.sections_nb' failed.\n";
 
+    /// `crash`'s decision had it run under KVM.
+    fn under_kvm(crash: Crash) -> Option<BootRetry> {
+        decide(
+            &Crash {
+                accel: Accel::Kvm,
+                ..crash
+            },
+            1,
+        )
+    }
+
     #[test]
     fn a_stale_int3_at_boot_is_retried_under_tcg_only() {
         let crash = Crash {
@@ -190,17 +201,7 @@ mod tests {
             decide(&crash, 1).map(|r| r.signature),
             Some("qemu-tcg-stale-int3".to_string())
         );
-        assert_eq!(
-            decide(
-                &Crash {
-                    accel: Accel::Kvm,
-                    ..crash
-                },
-                1
-            ),
-            None,
-            "KVM"
-        );
+        assert_eq!(under_kvm(crash), None, "KVM");
     }
 
     #[test]
@@ -217,17 +218,7 @@ mod tests {
         assert!(r
             .line
             .starts_with("qemu-system-x86_64: system/physmem.c:2678: iotlb_to_section"));
-        assert_eq!(
-            decide(
-                &Crash {
-                    accel: Accel::Kvm,
-                    ..crash
-                },
-                1
-            ),
-            None,
-            "KVM"
-        );
+        assert_eq!(under_kvm(crash), None, "KVM");
         // The guest cannot fake it: the words on its console are not QEMU's.
         let faked = Crash {
             console: IOTLB,
