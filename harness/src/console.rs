@@ -85,12 +85,28 @@ impl ReportKind {
 
 impl ReportKind {
     /// Whether the kernel says a task or a CPU stopped making progress
-    /// (hung task, soft lockup, RCU stall): with no results coming either,
-    /// the guest is wedged ([`crate::vm`] ends it early).
-    pub fn is_stall(self) -> bool {
+    /// (hung task, soft or hard lockup, RCU stall) or that it broke inside
+    /// itself (Oops, BUG): a sign that the guest may be wedged, which
+    /// [`crate::vm`] weighs against the results stream.
+    pub fn may_wedge(self) -> bool {
         matches!(
             self,
-            ReportKind::HungTask | ReportKind::SoftLockup | ReportKind::RcuStall
+            ReportKind::HungTask
+                | ReportKind::SoftLockup
+                | ReportKind::HardLockup
+                | ReportKind::RcuStall
+                | ReportKind::Oops
+                | ReportKind::Bug
+        )
+    }
+
+    /// Whether the kernel says a CPU is spinning in the kernel (soft or
+    /// hard lockup, RCU stall), not a task sleeping: a task that also
+    /// outlived its SIGKILL holds that CPU for good.
+    pub fn is_cpu_lockup(self) -> bool {
+        matches!(
+            self,
+            ReportKind::SoftLockup | ReportKind::HardLockup | ReportKind::RcuStall
         )
     }
 }
@@ -554,8 +570,28 @@ mod tests {
         for (line, kind) in table {
             assert_eq!(report_start(line), *kind, "{line}");
         }
-        assert!(ReportKind::HungTask.is_stall() && ReportKind::RcuStall.is_stall());
-        assert!(!ReportKind::Warning.is_stall() && !ReportKind::Panic.is_stall());
+        let wedge: Vec<_> = ReportKind::ALL
+            .iter()
+            .filter(|k| k.may_wedge())
+            .map(|k| k.name())
+            .collect();
+        assert_eq!(
+            wedge,
+            [
+                "oops",
+                "bug",
+                "soft-lockup",
+                "hard-lockup",
+                "hung-task",
+                "rcu-stall"
+            ]
+        );
+        let cpu: Vec<_> = ReportKind::ALL
+            .iter()
+            .filter(|k| k.is_cpu_lockup())
+            .map(|k| k.name())
+            .collect();
+        assert_eq!(cpu, ["soft-lockup", "hard-lockup", "rcu-stall"]);
     }
 
     #[test]

@@ -17,17 +17,9 @@ pub enum VmEnd {
     KernelPanic,
     /// The host watchdog killed the VM.
     Watchdog(Duration),
-    /// The harness ended the VM early: the console showed a stall report
-    /// and the results stream stayed silent past the running test's
-    /// timeout and guest-init's grace (see [`crate::vm::WedgeWatch`]).
-    Wedged {
-        /// The last stall report (hung task, soft lockup, RCU stall).
-        report: ReportKind,
-        /// The test running, as the plan names it.
-        test: Option<String>,
-        /// How long the results stream had been silent.
-        quiet: Duration,
-    },
+    /// The harness ended the VM early: the kernel was wedged (see
+    /// [`crate::vm::WedgeWatch`]).
+    Wedged(Wedge),
     /// QEMU exited otherwise (reboot, crash, bad arguments).
     QemuExited {
         /// Exit status (or signal, negated).
@@ -37,6 +29,36 @@ pub enum VmEnd {
     },
     /// The harness was interrupted (SIGINT/SIGTERM).
     Interrupted,
+}
+
+/// Why a guest counts as wedged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WedgeWhy {
+    /// The running test is this long past its timeout and guest-init's
+    /// grace without a result line.
+    Unanswered(Duration),
+    /// The test timed out, a task of it outlived SIGKILL, and the kernel
+    /// reports a CPU spinning.
+    CpuHeld,
+    /// The second test in a row timed out after the report.
+    TimeoutsInARow,
+    /// guest-init finished the plan and the guest did not power off in
+    /// this long.
+    NoPoweroff(Duration),
+}
+
+/// A guest the harness found wedged and ended ([`crate::vm::WedgeWatch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wedge {
+    /// The first report of the kernel's trouble (`None`: it said nothing).
+    pub report: Option<ReportKind>,
+    /// The test running when that report came (or that left a task
+    /// spinning): what wedged the kernel.
+    pub by: Option<String>,
+    /// The test running (or timed out) when the harness ended the guest.
+    pub test: Option<String>,
+    /// Why this is a wedge.
+    pub why: WedgeWhy,
 }
 
 /// Everything one cell produced.

@@ -328,7 +328,12 @@ pub async fn run(
             };
             let riders: Vec<ReadyCell> = g.riders.iter().filter_map(|&r| ready_of(r)).collect();
             sched.start(i, need(&g), placement(&g).seconds);
-            let class = fill.as_mut().map(|f| f.start(i, Instant::now()));
+            // Every cell gets a handle: a suspect wedged guest is held
+            // idle even where the runner does not fill.
+            let class = Some(fill.as_mut().map_or_else(
+                || crate::sched_class::ClassHandle::new(crate::sched_class::Class::Normal),
+                |f| f.start(i, Instant::now()),
+            ));
             for m in g.members() {
                 reporters.send(&Event::CellStarted {
                     index: m,

@@ -37,6 +37,9 @@ pub struct ClassHandle(Arc<Mutex<Slot>>);
 #[derive(Debug, Default)]
 struct Slot {
     class: Class,
+    /// Held at `SCHED_IDLE` whatever the class: a suspect wedged guest
+    /// ([`ClassHandle::hold_idle`]).
+    held: bool,
     /// The QEMU spawned last (a cell may boot more than once).
     pid: Option<u32>,
 }
@@ -44,7 +47,11 @@ struct Slot {
 impl ClassHandle {
     /// A handle whose QEMU will start in `class`.
     pub fn new(class: Class) -> ClassHandle {
-        ClassHandle(Arc::new(Mutex::new(Slot { class, pid: None })))
+        ClassHandle(Arc::new(Mutex::new(Slot {
+            class,
+            held: false,
+            pid: None,
+        })))
     }
 
     fn slot(&self) -> MutexGuard<'_, Slot> {
@@ -56,13 +63,28 @@ impl ClassHandle {
         self.slot().class
     }
 
+    /// Whether the QEMU is held idle ([`ClassHandle::hold_idle`]).
+    pub fn held(&self) -> bool {
+        self.slot().held
+    }
+
+    /// Holds the QEMU at `SCHED_IDLE` (`true`) whatever class is asked
+    /// for, or lets it back into the class asked for last (`false`): a
+    /// guest whose kernel reports a lockup and makes no progress takes no
+    /// core from the other cells ([`crate::vm`]).
+    pub fn hold_idle(&self, held: bool) -> std::io::Result<()> {
+        let mut slot = self.slot();
+        slot.held = held;
+        slot.apply()
+    }
+
     /// [`spawn_guarded`], the child starting in the handle's class (set
     /// between fork and exec, so the QEMU never runs a moment in the
     /// other). The slot stays locked until the pid is known, so a
     /// [`ClassHandle::set`] meanwhile reaches the new QEMU.
     pub fn spawn(&self, cmd: &mut tokio::process::Command) -> std::io::Result<GuardedChild> {
         let mut slot = self.slot();
-        if slot.class == Class::Idle {
+        if slot.effective() == Class::Idle {
             // SAFETY: sched_setscheduler is async-signal-safe; nothing else
             // runs between fork and exec.
             unsafe {
@@ -80,10 +102,7 @@ impl ClassHandle {
     pub fn set(&self, class: Class) -> std::io::Result<()> {
         let mut slot = self.slot();
         slot.class = class;
-        match slot.pid {
-            Some(pid) => set_threads(pid, class),
-            None => Ok(()),
-        }
+        slot.apply()
     }
 
     /// How long the running QEMU's threads waited for a core while they
@@ -105,6 +124,25 @@ impl ClassHandle {
             }
         }
         any.then(|| Duration::from_nanos(ns))
+    }
+}
+
+impl Slot {
+    /// The class the QEMU runs in: idle while held.
+    fn effective(&self) -> Class {
+        if self.held {
+            Class::Idle
+        } else {
+            self.class
+        }
+    }
+
+    /// Puts the running QEMU, if any, in its effective class.
+    fn apply(&self) -> std::io::Result<()> {
+        match self.pid {
+            Some(pid) => set_threads(pid, self.effective()),
+            None => Ok(()),
+        }
     }
 }
 
@@ -201,6 +239,12 @@ mod tests {
         assert_eq!(policy(), libc::SCHED_OTHER);
         h.set(Class::Idle).unwrap();
         assert_eq!(policy(), libc::SCHED_IDLE);
+        // Held idle, a promotion waits for the release.
+        h.hold_idle(true).unwrap();
+        h.set(Class::Normal).unwrap();
+        assert_eq!((policy(), h.held()), (libc::SCHED_IDLE, true));
+        h.hold_idle(false).unwrap();
+        assert_eq!((policy(), h.held()), (libc::SCHED_OTHER, false));
         child.kill();
     }
 }

@@ -126,6 +126,7 @@ pub const FAULT_SUITES: &[&str] = &[
     "fault-lkdtm",
     "fault-softlockup",
     "fault-wedge",
+    "fault-livelock",
     "fault-long",
     "fault-flaky",
 ];
@@ -200,6 +201,15 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
         // runs the next binary.
         "fault-wedge" => vec![
             named("hung", "fault", &["lkdtm", "HUNG_TASK"], 20),
+            named("smoke-after", "smoke", &[], 60),
+        ],
+        // Every CPU but one spins in the kernel for good (LKDTM
+        // `SOFTLOCKUP`, pinned children that outlive SIGKILL): the harness
+        // ends the guest as wedged by `livelock` at its timeout; `smoke`
+        // keeps its result, `smoke-after` is "not run".
+        "fault-livelock" => vec![
+            t("smoke", &[], 60),
+            named("livelock", "fault", &["lkdtm-others", "SOFTLOCKUP"], 20),
             named("smoke-after", "smoke", &[], 60),
         ],
         // Results first, then a long wait (for killing QEMU mid-run).

@@ -18,7 +18,7 @@
 
 use crate::console::{KernelReport, ReportKind};
 use crate::ktap::{Directive, TestNode, TestResult};
-use crate::result::{CellResult, VmEnd};
+use crate::result::{CellResult, VmEnd, Wedge, WedgeWhy};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write;
 
@@ -112,17 +112,7 @@ pub fn describe(end: &VmEnd) -> String {
         VmEnd::InitError(e) => format!("guest-init failed: {e}"),
         VmEnd::KernelPanic => "kernel panic".to_string(),
         VmEnd::Watchdog(d) => format!("killed by the host watchdog after {} s", d.as_secs()),
-        VmEnd::Wedged {
-            report,
-            test,
-            quiet,
-        } => format!(
-            "guest wedged: {report}{}; ended after {} s without progress",
-            test.as_deref()
-                .map(|t| format!(" in {t}"))
-                .unwrap_or_default(),
-            quiet.as_secs()
-        ),
+        VmEnd::Wedged(w) => describe_wedge(w),
         // -no-reboot: a reboot (a panic under panic=-1 whose console line
         // was lost, a triple fault) ends QEMU with status 0.
         VmEnd::QemuExited { status: 0, stderr } if stderr.trim().is_empty() => {
@@ -149,6 +139,33 @@ pub fn describe(end: &VmEnd) -> String {
             }
         }
         VmEnd::Interrupted => "interrupted (SIGINT/SIGTERM)".to_string(),
+    }
+}
+
+/// A wedge in words: "the kernel was wedged by livelock (soft-lockup):
+/// ...", what the later binaries' "not run" says.
+fn describe_wedge(w: &Wedge) -> String {
+    let test = w.test.as_deref().unwrap_or("the running test");
+    let what = match w.why {
+        WedgeWhy::Unanswered(past) => format!(
+            "{test} got no result {} s past its timeout and guest-init's grace",
+            past.as_secs()
+        ),
+        WedgeWhy::CpuHeld => {
+            format!("a task of it spins on in the kernel after SIGKILL; ended at {test}")
+        }
+        WedgeWhy::TimeoutsInARow => {
+            format!("a second test in a row timed out after the report ({test})")
+        }
+        WedgeWhy::NoPoweroff(after) => format!(
+            "the plan was done and the guest had not powered off {} s later",
+            after.as_secs()
+        ),
+    };
+    match (w.report, &w.by) {
+        (Some(report), Some(by)) => format!("the kernel was wedged by {by} ({report}): {what}"),
+        (Some(report), None) => format!("the kernel was wedged ({report}): {what}"),
+        (None, _) => format!("the guest stopped answering without a kernel report: {what}"),
     }
 }
 
@@ -206,6 +223,10 @@ fn raw_cases(cell: &CellResult) -> Vec<Case> {
                 .cloned()
                 .unwrap_or_else(|| format!("#{}", top.number))
         };
+        if begun_after_wedge(cell, top, &name) {
+            // Ended within its first second: "not run" below, like the rest.
+            continue;
+        }
         seen.insert(name.clone());
         let ctx = Ctx {
             end: &cell.end,
@@ -225,10 +246,11 @@ fn raw_cases(cell: &CellResult) -> Vec<Case> {
         }
         explained = true;
         let reports = take_reports(name);
-        let verb = if cell.console.running_at_end.as_deref() == Some(name.as_str()) {
-            "did not finish"
-        } else {
-            "did not run"
+        let verb = match &cell.end {
+            // Not a fault of its own: the kernel no longer ran tests.
+            VmEnd::Wedged(w) if w.test.as_deref() != Some(name.as_str()) => "not run",
+            _ if cell.console.running_at_end.as_deref() == Some(name.as_str()) => "did not finish",
+            _ => "did not run",
         };
         let why = match cell.end {
             VmEnd::Finished => "no result from guest-init".to_string(),
@@ -299,6 +321,20 @@ fn raw_cases(cell: &CellResult) -> Vec<Case> {
 
     unique_names(&mut out);
     out
+}
+
+/// Whether top-level test `top` (named `name`) only began, with nothing
+/// to show, after the harness had found the guest wedged by an earlier one.
+fn begun_after_wedge(cell: &CellResult, top: &TestNode, name: &str) -> bool {
+    match &cell.end {
+        VmEnd::Wedged(w) => {
+            !matches!(w.why, WedgeWhy::Unanswered(_))
+                && w.test.as_deref() != Some(name)
+                && top.result == TestResult::Incomplete
+                && top.subtests.is_empty()
+        }
+        _ => false,
+    }
 }
 
 struct Ctx<'a> {
@@ -668,6 +704,45 @@ ok 2 topology # SKIP reason
                 ",
             ),
             (
+                "a wedge decided at a timeout: the test begun after it is not run",
+                cell(
+                    "KTAP version 1\n1..3\nok 1 a\n  # Subtest: livelock\n  # spinning\n\
+                     not ok 2 livelock # TIMEOUT 20000 ms\n  # Subtest: after\n",
+                    "harness: begin 3 after\n",
+                    VmEnd::Wedged(Wedge {
+                        report: Some(ReportKind::SoftLockup),
+                        by: Some("livelock".into()),
+                        test: Some("livelock".into()),
+                        why: WedgeWhy::CpuHeld,
+                    }),
+                    &["a", "livelock", "after"],
+                ),
+                "
+                a: pass
+                livelock: FAIL: TIMEOUT: 20000 ms
+                after: FAIL: not run: the kernel was wedged by livelock (soft-lockup): a task of it spins on in the kernel after SIGKILL; ended at livelock
+                ",
+            ),
+            (
+                "a wedge found in a silent test: it did not finish, the rest is not run",
+                cell(
+                    "KTAP version 1\n1..3\nok 1 a\n  # Subtest: b\n",
+                    "harness: begin 2 b\n",
+                    VmEnd::Wedged(Wedge {
+                        report: Some(ReportKind::HungTask),
+                        by: Some("b".into()),
+                        test: Some("b".into()),
+                        why: WedgeWhy::Unanswered(Duration::from_secs(10)),
+                    }),
+                    &["a", "b", "c"],
+                ),
+                "
+                a: pass
+                b: FAIL: did not finish: the kernel was wedged by b (hung-task): b got no result 10 s past its timeout and guest-init's grace
+                c: FAIL: not run: the kernel was wedged by b (hung-task): b got no result 10 s past its timeout and guest-init's grace
+                ",
+            ),
+            (
                 "host watchdog while a test wedged before printing KTAP",
                 cell(
                     "KTAP version 1\n1..2\n",
@@ -789,12 +864,44 @@ ok 2 topology # SKIP reason
             "killed by the host watchdog after 300 s"
         );
         assert_eq!(
-            describe(&VmEnd::Wedged {
-                report: ReportKind::HungTask,
-                test: Some("hung".into()),
-                quiet: Duration::from_millis(35_900),
-            }),
-            "guest wedged: hung-task in hung; ended after 35 s without progress"
+            describe(&VmEnd::Wedged(Wedge {
+                report: Some(ReportKind::HungTask),
+                by: Some("hung".into()),
+                test: Some("smoke".into()),
+                why: WedgeWhy::Unanswered(Duration::from_millis(10_900)),
+            })),
+            "the kernel was wedged by hung (hung-task): smoke got no result 10 s past its \
+             timeout and guest-init's grace"
+        );
+        assert_eq!(
+            describe(&VmEnd::Wedged(Wedge {
+                report: Some(ReportKind::SoftLockup),
+                by: Some("livelock".into()),
+                test: Some("livelock".into()),
+                why: WedgeWhy::CpuHeld,
+            })),
+            "the kernel was wedged by livelock (soft-lockup): a task of it spins on in the \
+             kernel after SIGKILL; ended at livelock"
+        );
+        assert_eq!(
+            describe(&VmEnd::Wedged(Wedge {
+                report: Some(ReportKind::Oops),
+                by: Some("a".into()),
+                test: Some("b".into()),
+                why: WedgeWhy::TimeoutsInARow,
+            })),
+            "the kernel was wedged by a (oops): a second test in a row timed out after the \
+             report (b)"
+        );
+        assert_eq!(
+            describe(&VmEnd::Wedged(Wedge {
+                report: None,
+                by: None,
+                test: Some("a".into()),
+                why: WedgeWhy::Unanswered(Duration::from_secs(25)),
+            })),
+            "the guest stopped answering without a kernel report: a got no result 25 s past \
+             its timeout and guest-init's grace"
         );
         assert_eq!(
             describe(&VmEnd::QemuExited {

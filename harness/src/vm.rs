@@ -5,7 +5,7 @@
 //! there are no ports to race for and no predictable paths. Console and
 //! results are read live and bounded; a kernel panic on the console or a
 //! QMP `GUEST_PANICKED` ends the run in seconds, and so does a wedged
-//! guest (a stall report and a silent results stream, [`WedgeWatch`]); a
+//! guest ([`WedgeWatch`]; a suspect one runs at `SCHED_IDLE` meanwhile); a
 //! watchdog and the cancel token bound the rest. QEMU is started by [`crate::procs::spawn_guarded`]
 //! (own process group, `PR_SET_PDEATHSIG`, registered) and is killed on
 //! every exit path. What a debugging session attaches ([`Attach`]): live
@@ -356,7 +356,7 @@ enum Stop {
     Watchdog,
     Cancelled,
     Panicked,
-    Wedged(wedge::Wedged),
+    Wedged(crate::result::Wedge),
 }
 
 /// The wedge watch shared by the two serial readers and its checker.
@@ -367,31 +367,71 @@ fn lock(w: &SharedWatch) -> std::sync::MutexGuard<'_, wedge::Watch> {
     w.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The readers' hooks feeding `watch` (console, results).
-fn feed(watch: &Option<SharedWatch>) -> (Option<OnChunk>, Option<OnChunk>) {
+/// The readers' hooks feeding `watch` (console, results). A chunk that
+/// decides a wedge (a timeout line, a lockup report) wakes `decided` at
+/// once: the guest runs on until QEMU is told to quit, and the next test's
+/// results should not race that.
+fn feed(
+    watch: &Option<SharedWatch>,
+    decided: &Arc<tokio::sync::Notify>,
+) -> (Option<OnChunk>, Option<OnChunk>) {
     let Some(w) = watch else {
         return (None, None);
     };
     let (c, r) = (w.clone(), w.clone());
+    let (dc, dr) = (decided.clone(), decided.clone());
     (
-        Some(Box::new(move |b: &[u8]| lock(&c).console(b))),
         Some(Box::new(move |b: &[u8]| {
-            lock(&r).results(Instant::now(), b)
+            let mut w = lock(&c);
+            w.console(Instant::now(), b);
+            if w.decided() {
+                dc.notify_one();
+            }
+        })),
+        Some(Box::new(move |b: &[u8]| {
+            let mut w = lock(&r);
+            w.results(Instant::now(), b);
+            if w.decided() {
+                dr.notify_one();
+            }
         })),
     )
 }
 
 /// Resolves when `watch` finds the guest wedged (checked each second);
-/// never without a watch.
-async fn wedged(watch: Option<SharedWatch>) -> wedge::Wedged {
+/// never without a watch. Meanwhile a suspect guest's QEMU is held at
+/// `SCHED_IDLE` through `class` (released when the suspicion ends), so a
+/// kernel spinning in a lockup costs the other cells nothing.
+async fn wedged(
+    watch: Option<SharedWatch>,
+    decided: Arc<tokio::sync::Notify>,
+    class: Option<crate::sched_class::ClassHandle>,
+) -> crate::result::Wedge {
     let Some(w) = watch else {
         return std::future::pending().await;
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut held = false;
     loop {
-        tick.tick().await;
-        if let Some(found) = lock(&w).check(Instant::now()) {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = decided.notified() => {}
+        }
+        let now = Instant::now();
+        let (found, suspect) = {
+            let w = lock(&w);
+            (w.check(now), w.suspect(now))
+        };
+        if let Some(found) = found {
             return found;
+        }
+        if suspect != held {
+            if let Some(c) = &class {
+                // Refused (an unprivileged user may not leave SCHED_IDLE):
+                // the guest stays idle, which only slows it.
+                let _ = c.hold_idle(suspect);
+            }
+            held = suspect;
         }
     }
 }
@@ -433,7 +473,8 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         .wedge
         .clone()
         .map(|w| Arc::new(Mutex::new(wedge::Watch::new(w, Instant::now()))));
-    let (console_feed, results_feed) = feed(&wedge_watch);
+    let decided = Arc::new(tokio::sync::Notify::new());
+    let (console_feed, results_feed) = feed(&wedge_watch, &decided);
     let (panic_tx, mut panic_rx) = watch::channel(false);
     let (ask_tx, ask_rx) = mpsc::channel(2);
     let qmp_panicked = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -489,7 +530,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         _ = cancel.cancelled() => Stop::Cancelled,
         // Only a real panic: the senders dropping (QEMU gone) is no panic.
         Ok(_) = panic_rx.wait_for(|p| *p) => Stop::Panicked,
-        w = wedged(wedge_watch) => Stop::Wedged(w),
+        w = wedged(wedge_watch, decided, req.attach.class.clone()) => Stop::Wedged(w),
     };
     let dump = match (&stop, &req.attach.dump) {
         (Stop::Panicked | Stop::Watchdog | Stop::Wedged(_), Some((dir, format))) => Some(
@@ -551,11 +592,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
     let end = match stop {
         Stop::Cancelled => VmEnd::Interrupted,
         Stop::Watchdog => VmEnd::Watchdog(req.watchdog),
-        Stop::Wedged(w) => VmEnd::Wedged {
-            report: w.report,
-            test: w.test,
-            quiet: w.quiet,
-        },
+        Stop::Wedged(w) => VmEnd::Wedged(w),
         _ if qmp_panicked || console_panicked => VmEnd::KernelPanic,
         _ => match code.and_then(GuestExit::from_qemu_status) {
             Some(GuestExit::Finished) => VmEnd::Finished,

@@ -4,14 +4,15 @@
 //!
 //! A test stuck in D state (LKDTM `HUNG_TASK`) outlives its SIGKILL:
 //! guest-init reports it stuck and runs the next binary, and the hung-task
-//! reports, while results still come, end nothing. The host's own wedge
-//! decision (`VmEnd::Wedged`) is unit-tested in `vm/wedge.rs`: a guest
-//! whose guest-init stops is hard to make on purpose (measured: a soft
-//! lockup on the only vCPU printed no report in 600 s, so only the
-//! watchdog ends it).
+//! reports, while results still come, end nothing. A planted livelock
+//! (LKDTM `SOFTLOCKUP` on every CPU but one, from children that outlive
+//! SIGKILL) ends the guest at the test's timeout: the harness names the
+//! test and the lockup, keeps what ran before and leaves no QEMU. Every
+//! rule of the host's wedge decision (`VmEnd::Wedged`) is unit-tested in
+//! `vm/wedge.rs`.
 
 mod common;
-use common::{case, enabled, parse_junit, vm_lock, Case};
+use common::{case, enabled, parse_junit, processes_with, vm_lock, Case};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -26,6 +27,18 @@ fn lkdtm_kernel() -> Option<String> {
 /// `harness run` under TCG without the topology check, so the suite's
 /// first test is the first binary; JUnit and JSON results in `dir`.
 fn run(dir: &Path, kernel: &str, topology: &str, suite: &str, watchdog_s: u32) -> Output {
+    run_with(dir, kernel, topology, suite, watchdog_s, &[])
+}
+
+/// [`run`] with more arguments.
+fn run_with(
+    dir: &Path,
+    kernel: &str,
+    topology: &str,
+    suite: &str,
+    watchdog_s: u32,
+    extra: &[&str],
+) -> Output {
     Command::new(env!("CARGO_BIN_EXE_harness"))
         .stdin(Stdio::null())
         .env_remove("HARNESS_FORCE_KVM")
@@ -38,6 +51,7 @@ fn run(dir: &Path, kernel: &str, topology: &str, suite: &str, watchdog_s: u32) -
         .arg(dir.join("results.json"))
         .arg("--out")
         .arg(dir.join("out"))
+        .args(extra)
         .output()
         .unwrap()
 }
@@ -127,4 +141,97 @@ fn a_test_stuck_in_d_state_is_reported_stuck_and_the_next_binary_runs() {
     let secs = cell["duration_s"].as_f64().unwrap();
     eprintln!("cell duration: {secs:.1} s");
     assert!(secs < 20.0 + 30.0, "cell took {secs} s");
+}
+
+/// The printk time (seconds since boot) of the first console line holding
+/// `needle`.
+fn first_printk(dir: &Path, needle: &str) -> Option<f64> {
+    let console = common::walk(&dir.join("out"))
+        .into_iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "console.log"))?;
+    let text = String::from_utf8_lossy(&std::fs::read(console).ok()?).into_owned();
+    let line = text.lines().find(|l| l.contains(needle))?;
+    let stamp = line.strip_prefix('[')?.split(']').next()?;
+    stamp.trim().parse().ok()
+}
+
+#[test]
+fn a_kernel_livelocked_by_a_test_ends_within_the_tests_timeout_and_30_s() {
+    if !enabled() {
+        return;
+    }
+    let Some(k) = lkdtm_kernel() else { return };
+    let _vm = vm_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let marker = format!("harness-wedge-livelock-{}", std::process::id());
+    // Four vCPUs: three spin, one keeps guest-init and the console printer
+    // (with every CPU spinning, 7.3's nbcon console prints no report).
+    // The watchdog is far away: only the wedge rule may end the guest.
+    let out = run_with(
+        dir.path(),
+        &k,
+        "nodes=1,cpus=4,mem=512M",
+        "fault-livelock",
+        900,
+        &["--qemu-arg=-name", "--qemu-arg", &marker],
+    );
+    assert!(
+        processes_with(&marker).is_empty(),
+        "a QEMU outlived the harness"
+    );
+    let (cases, cell, said) = results(dir.path(), &out);
+    eprintln!("{said}");
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let livelock = case(&cases, "livelock");
+    if livelock.skipped.is_some() {
+        panic!("BLOCKED: the kernel has no LKDTM: {cases:#?}");
+    }
+    // What ran before keeps its results.
+    let smoke: Vec<_> = cases
+        .iter()
+        .filter(|c| c.name.starts_with("smoke/"))
+        .collect();
+    assert!(smoke.len() >= 5, "{cases:#?}");
+    assert!(
+        smoke
+            .iter()
+            .all(|c| c.failure.is_none() && c.skipped.is_none()),
+        "{smoke:#?}"
+    );
+    // The test: timed out, its children still spinning after SIGKILL.
+    let (msg, text) = livelock.failure.clone().expect("livelock fails");
+    assert!(msg.starts_with("TIMEOUT"), "{msg}");
+    assert!(
+        text.contains("still alive after SIGKILL (state R): pid "),
+        "{text}"
+    );
+    // The lockup, attributed to it.
+    let (msg, _) = case(&cases, "livelock/kernel-soft-lockup")
+        .failure
+        .clone()
+        .expect("the soft lockup fails the test");
+    assert!(msg.contains("BUG: soft lockup - CPU#"), "{msg}");
+    // The rest: not run, because of it (or, when guest-init had begun it
+    // before QEMU quit, cut short for that reason).
+    let wedged = "the kernel was wedged by livelock (soft-lockup): a task of it spins on in \
+                  the kernel after SIGKILL";
+    let (name, said) = match cases.iter().find(|c| c.name == "smoke-after") {
+        Some(_) => ("smoke-after", "not run"),
+        None => ("smoke-after/<incomplete>", "did not finish"),
+    };
+    let (msg, _) = case(&cases, name).failure.clone().expect("not run");
+    assert!(msg.starts_with(&format!("{said}: {wedged}")), "{msg}");
+    let end = cell["vm"]["end"].as_str().unwrap_or_default();
+    assert!(end.starts_with(wedged), "{cell:#}");
+    // Within the test's timeout (20 s) + 30 s of the first report: the
+    // cell's whole time less the guest's uptime at the report bounds it.
+    let report = first_printk(dir.path(), "soft lockup - CPU#").expect("a report on the console");
+    let secs = cell["duration_s"].as_f64().unwrap();
+    eprintln!(
+        "FIGURE livelock: first soft lockup at {report:.1} s of uptime, cell ended after {secs:.1} s"
+    );
+    assert!(
+        secs - report <= 20.0 + 30.0,
+        "{secs} s, report at {report} s"
+    );
 }

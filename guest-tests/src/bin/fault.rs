@@ -22,6 +22,12 @@
 //!   `HUNG_TASK`, ...) to LKDTM's `DIRECT` file, like `warn`; exits 4 (skip)
 //!   without LKDTM. For `SOFTLOCKUP` it first sets
 //!   `/proc/sys/kernel/watchdog_thresh` to 1 (a report after ~2 s).
+//! - `lkdtm-others TYPE`: one child per online CPU but CPU 0, each pinned
+//!   to its CPU, writes TYPE to LKDTM as `lkdtm` does; waits for them.
+//!   With `SOFTLOCKUP` every CPU but one spins in the kernel for good and
+//!   the children outlive SIGKILL: a planted livelock that leaves CPU 0 to
+//!   guest-init and the console printer, so the kernel's reports reach
+//!   the host. Exits 4 (skip) on a single CPU or without LKDTM.
 //! - `hung-task`: a real hung task without LKDTM: one thread faults on a
 //!   `userfaultfd` page inside `write(2)` to a tmpfs file (holding the
 //!   inode lock), a second thread blocks uninterruptibly on that lock;
@@ -46,7 +52,7 @@ use std::io::Write;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault exit CODE\n       fault fail-on-run N";
+    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault lkdtm-others TYPE [--force]\n       fault exit CODE\n       fault fail-on-run N";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -74,6 +80,13 @@ fn main() {
                 guarded(force, || 2)
             } else {
                 lkdtm(what)
+            }
+        }
+        ["lkdtm-others", what] => {
+            if !force && !std::path::Path::new(PLAN_PATH).exists() {
+                guarded(force, || 2)
+            } else {
+                lkdtm_others(what)
             }
         }
         ["hung-task"] => guarded(force, hung_task),
@@ -221,18 +234,71 @@ fn warn() -> i32 {
     lkdtm("WARNING")
 }
 
-/// Writes `what` to LKDTM's DIRECT trigger.
-fn lkdtm(what: &str) -> i32 {
-    const DEBUGFS: &str = "/sys/kernel/debug";
-    const DIRECT: &str = "/sys/kernel/debug/provoke-crash/DIRECT";
-    if what == "SOFTLOCKUP" {
-        if let Err(e) = std::fs::write("/proc/sys/kernel/watchdog_thresh", "1\n") {
-            eprintln!("fault: /proc/sys/kernel/watchdog_thresh: {e}");
+/// `lkdtm what` from a child pinned to each online CPU but CPU 0.
+fn lkdtm_others(what: &str) -> i32 {
+    // SAFETY: a plain query.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if cpus < 2 {
+        println!("# SKIP lkdtm-others needs 2 CPUs or more, this guest has {cpus}");
+        return 4;
+    }
+    if !lkdtm_trigger() {
+        return 4;
+    }
+    quick_detectors(what);
+    let mut children = Vec::new();
+    for cpu in 1..cpus as usize {
+        // SAFETY: fork in a single-threaded process; the child only pins
+        // itself, writes a file and exits.
+        match unsafe { libc::fork() } {
+            -1 => {
+                eprintln!("fault: fork: {}", std::io::Error::last_os_error());
+                return 1;
+            }
+            0 => {
+                // SAFETY: a zeroed cpu_set_t with one bit set, for ourselves.
+                unsafe {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    if libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set) != 0 {
+                        libc::_exit(3);
+                    }
+                }
+                let code = lkdtm_write(what);
+                // SAFETY: ends the forked child without running the
+                // parent's exit handlers twice.
+                unsafe { libc::_exit(code) };
+            }
+            pid => children.push(pid),
         }
     }
-    if what == "HUNG_TASK" {
-        let _ = std::fs::write("/proc/sys/kernel/hung_task_timeout_secs", "1\n");
+    println!(
+        "# {} children writing {what} on CPUs 1-{}",
+        children.len(),
+        cpus - 1
+    );
+    let _ = std::io::stdout().flush();
+    let mut worst = 0;
+    for pid in children {
+        let mut status = 0;
+        // SAFETY: waits for a child we forked.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        if libc::WIFEXITED(status) {
+            worst = worst.max(libc::WEXITSTATUS(status));
+        } else {
+            worst = 1;
+        }
     }
+    worst
+}
+
+/// LKDTM's trigger file.
+const DIRECT: &str = "/sys/kernel/debug/provoke-crash/DIRECT";
+
+/// Mounts debugfs if needed; whether LKDTM's trigger is there (says why
+/// not).
+fn lkdtm_trigger() -> bool {
+    const DEBUGFS: &str = "/sys/kernel/debug";
     // SAFETY: all pointers are NUL-terminated literals.
     let r = unsafe {
         libc::mount(
@@ -251,8 +317,36 @@ fn lkdtm(what: &str) -> i32 {
     }
     if !std::path::Path::new(DIRECT).exists() {
         eprintln!("fault: no {DIRECT}: kernel without LKDTM (CONFIG_LKDTM) or debugfs");
+        return false;
+    }
+    true
+}
+
+/// Writes `what` to LKDTM's DIRECT trigger, the kernel's detector for it
+/// made quick first.
+fn lkdtm(what: &str) -> i32 {
+    quick_detectors(what);
+    if !lkdtm_trigger() {
         return 4;
     }
+    lkdtm_write(what)
+}
+
+/// Shortens the detector `what` trips: reports after seconds, not tens.
+/// Before any CPU spins: a new threshold waits for work on every CPU.
+fn quick_detectors(what: &str) {
+    if what == "SOFTLOCKUP" {
+        if let Err(e) = std::fs::write("/proc/sys/kernel/watchdog_thresh", "1\n") {
+            eprintln!("fault: /proc/sys/kernel/watchdog_thresh: {e}");
+        }
+    }
+    if what == "HUNG_TASK" {
+        let _ = std::fs::write("/proc/sys/kernel/hung_task_timeout_secs", "1\n");
+    }
+}
+
+/// Writes `what` to the trigger ([`lkdtm_trigger`] checked it is there).
+fn lkdtm_write(what: &str) -> i32 {
     println!("triggering {what} through LKDTM");
     let _ = std::io::stdout().flush();
     match std::fs::write(DIRECT, format!("{what}\n")) {

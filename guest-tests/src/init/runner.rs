@@ -396,19 +396,65 @@ fn supervise(
     // A stuck child is not waited for (`waitpid` would block until it
     // dies, maybe never); PID 1's `reap_zombies` takes it if it ever does.
     let (status, stuck) = if dead {
-        (reap(pid), None)
+        // The binary is gone; a task of its group that outlives the
+        // group's SIGKILL (a forked child spinning in the kernel) holds
+        // the guest the same way.
+        let status = reap(pid);
+        (
+            status,
+            group_survivor(pid, opts.kill_timeout).map(Stuck::read),
+        )
     } else {
         (None, Some(Stuck::read(pid)))
     };
     let ending = match (timed_out, status) {
         (true, _) => Ending::TimedOut {
             timeout_ms,
-            reaped: dead,
+            reaped: stuck.is_none(),
         },
         (false, Some(st)) => Ending::from_wait_status(st),
         (false, None) => Ending::Failed(format!("waitpid({pid}) failed")),
     };
     Ok((ending, stuck))
+}
+
+/// A task of process group `pgid` still there (not a zombie) after
+/// `grace`, if any. Most groups are empty at once (`kill(-pgid, 0)` says
+/// `ESRCH`), so this costs nothing on the usual path.
+fn group_survivor(pgid: libc::pid_t, grace: Duration) -> Option<libc::pid_t> {
+    let until = Instant::now() + grace;
+    loop {
+        // SAFETY: signal 0 only checks that the group has a member.
+        if unsafe { libc::kill(-pgid, 0) } != 0 {
+            return None;
+        }
+        let member = group_member(pgid)?;
+        if Instant::now() >= until {
+            return Some(member);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A live (not zombie) task whose `/proc/<pid>/stat` names group `pgid`.
+fn group_member(pgid: libc::pid_t) -> Option<libc::pid_t> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: libc::pid_t = e.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+        let (state, pgrp) = stat_state_and_group(&stat)?;
+        (pgrp == pgid && state != 'Z').then_some(pid)
+    })
+}
+
+/// The state letter and process group of a `/proc/<pid>/stat` line
+/// (`pid (comm) S ppid pgrp ...`; the name may hold spaces and `)`).
+fn stat_state_and_group(stat: &[u8]) -> Option<(char, libc::pid_t)> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
 }
 
 fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
@@ -762,6 +808,51 @@ mod tests {
         assert!(lines.iter().any(|l| l.starts_with(&said)), "{out}");
         assert!(out.contains("not ok 1 stuck # TIMEOUT 500 ms\n"), "{out}");
         assert!(out.contains("  # fine\nok 2 next\n"), "{out}");
+    }
+
+    #[test]
+    fn a_task_of_the_group_that_outlives_the_sigkill_is_left_behind() {
+        // Signal 0 sends nothing: the group's `sleep` plays a forked child
+        // spinning in the kernel after the binary itself exited.
+        let opts = Options {
+            kill_signal: 0,
+            kill_timeout: Duration::from_millis(300),
+            leak_timeout: Duration::from_millis(100),
+            ..host()
+        };
+        let t = sh("forks", "sleep 30 >/dev/null 2>&1 & echo $!; exit 0");
+        let plan = RunPlan {
+            version: PLAN_VERSION,
+            tests: vec![t],
+            ..RunPlan::default()
+        };
+        let (mut out, mut kmsg) = (Vec::new(), Vec::new());
+        let runs = run_plan(&plan, &opts, &mut out, &mut kmsg).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        let left = runs[0].stuck.clone();
+        let pid: libc::pid_t = out
+            .lines()
+            .find_map(|l| l.strip_prefix("  # ")?.parse().ok())
+            .expect("the child's pid");
+        // SAFETY: plain syscall on a child of ours.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        assert_eq!(runs[0].ending, Ending::Exited(0));
+        assert_eq!(left.map(|s| s.pid), Some(pid), "{out}");
+        assert!(out.contains(&format!(
+            "  # still alive after SIGKILL (state S): pid {pid}"
+        )));
+        // A group that is empty at once costs no grace.
+        let start = Instant::now();
+        assert_eq!(
+            group_survivor(pid + 1_000_000, Duration::from_secs(5)),
+            None
+        );
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert_eq!(
+            stat_state_and_group(b"42 (a b) c) R 1 42 42 0"),
+            Some(('R', 42))
+        );
+        assert_eq!(stat_state_and_group(b"42 (x"), None);
     }
 
     #[test]
