@@ -21,6 +21,7 @@ use xshell::{cmd, Shell};
 mod bench;
 mod bench_matrix;
 mod bench_repeat;
+mod bench_wedge;
 mod ci;
 mod fuzz;
 mod matrix;
@@ -43,10 +44,11 @@ fn main() -> Result<()> {
         Some(c @ ("bench-boot" | "bench-peers")) => bench::run(&sh, c, &args[1..]),
         Some("bench-matrix") => bench_matrix::run(&sh, &args[1..]),
         Some("bench-repeat") => bench_repeat::run(&sh, &args[1..]),
+        Some("bench-wedge") => bench_wedge::run(&sh, &args[1..]),
         Some(other) => bail!(
             "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix, bench-repeat"
         ),
-        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat>"),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat|bench-wedge>"),
     }
 }
 
