@@ -46,3 +46,41 @@ impl Reporter for CostsFile {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CellOutcome, CellStatus};
+    use crate::result::{Wedge, WedgeWhy};
+    use std::time::Duration;
+
+    fn finished(name: &str, end: VmEnd) -> Event {
+        let mut meta = crate::events::tests_support::meta();
+        meta.name = name.into();
+        let mut o = CellOutcome::without_result(meta, CellStatus::Failed);
+        o.duration = Duration::from_secs(500);
+        let mut r = crate::result::tests_support::cell_result();
+        r.end = end;
+        o.result = Some(Box::new(r));
+        Event::CellFinished(Box::new(o))
+    }
+
+    #[test]
+    fn a_wedged_cell_teaches_no_cost_and_a_finished_one_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("costs.json");
+        let mut r = CostsFile::new(path.clone(), Costs::default());
+        let wedged = VmEnd::Wedged(Wedge {
+            report: None,
+            by: None,
+            test: Some("livelock".into()),
+            why: WedgeWhy::CpuHeld,
+        });
+        r.report(&finished("k/t/wedged", wedged)).unwrap();
+        r.report(&finished("k/t/ok", VmEnd::Finished)).unwrap();
+        let (costs, note) = Costs::load(&path);
+        assert_eq!(note, None);
+        assert!(costs.get("k/t/wedged").is_none());
+        assert!(costs.get("k/t/ok").is_some());
+    }
+}
