@@ -202,6 +202,7 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    end_quietly_on_a_closed_pipe();
     let filter = tracing_subscriber::EnvFilter::try_from_env("HARNESS_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let filter = args::cap_wire_log(filter);
@@ -280,11 +281,52 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(code) => ExitCode::from(code),
+        Err(e) if broken_pipe(&e) => die_of_sigpipe(),
         Err(e) => {
             eprintln!("harness: error: {}", error_text(&e));
             ExitCode::from(exit_code_for(&e))
         }
     }
+}
+
+/// Output to a closed pipe (`harness kernel list | head -c1`) ends the
+/// harness the way it ends a C tool: by SIGPIPE, quietly. Rust ignores
+/// SIGPIPE, which the harness needs (a QEMU that dies must be an EPIPE on
+/// its socket, not the end of the harness), so `println!` panics instead
+/// and a writer returns the error: both are turned back into the signal.
+/// QEMU and virtiofsd die with the harness (`PR_SET_PDEATHSIG`).
+fn end_quietly_on_a_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if msg.contains("Broken pipe") {
+            die_of_sigpipe();
+        }
+        default(info)
+    }));
+}
+
+/// Whether `e` is a write to a closed pipe.
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Ends the process by SIGPIPE, as the shell expects of a reader gone.
+fn die_of_sigpipe() -> ! {
+    // SAFETY: plain syscalls; the default action ends the process.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(128 + libc::SIGPIPE)
 }
 
 /// An error and its causes on one line, each cause once: a cause whose
