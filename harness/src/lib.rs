@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod bisect;
 pub mod busybox;
+pub mod cases;
 pub mod cell;
 pub mod console;
 pub mod console_bridge;

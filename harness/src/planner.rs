@@ -357,6 +357,13 @@ pub fn check_suite(name: &str) -> Result<(), Error> {
     }
 }
 
+/// Checks `--test GLOB` against the suite (and user binaries) it filters:
+/// a glob that selects nothing is a usage error naming what exists.
+pub fn check_test(glob: &str, suite: &str, extra: &[SuiteTest]) -> Result<(), Error> {
+    let cases = crate::cases::SuiteCases::builtin(suite).with_tests(extra);
+    crate::cases::check_selection(glob, &[(suite.to_string(), cases)]).map_err(Error::usage)
+}
+
 /// Checks an `--expect` string on its own (keys, values, contradictions).
 pub fn check_expect(expect: &str) -> Result<(), Error> {
     guest_tests::expect::Expect::parse(expect)

@@ -151,6 +151,15 @@ pub fn validate(c: &CommonArgs) -> Result<(TestSel, crate::topology::Topology), 
                 c.kernel
             )));
         }
+        if let Some(g) = sel.glob.as_deref().filter(|_| sel.suite != BENCH_SUITE) {
+            let suite = [(
+                sel.suite.clone(),
+                crate::cases::SuiteCases::builtin(&sel.suite),
+            )];
+            for part in g.split(',') {
+                crate::cases::check_selection(part, &suite).map_err(BisectError::Usage)?;
+            }
+        }
         if sel.suite == BENCH_SUITE && bench_specs(&sel, topo.nodes().len()).is_empty() {
             return Err(BisectError::Usage(format!(
                 "--test {}: no configuration of the bench suite matches; it has: {}",

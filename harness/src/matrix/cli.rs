@@ -62,6 +62,24 @@ pub struct Request {
     pub boot_per_cell: bool,
 }
 
+/// `--test GLOB` against the suites of the selected cells: one that
+/// selects no case of any is a usage error naming what exists.
+fn check_test(m: &super::Matrix, selected: &[usize], glob: &str) -> Result<(), MatrixError> {
+    let mut suites: Vec<(String, crate::cases::SuiteCases)> = Vec::new();
+    for &i in selected {
+        let suite = &m.suites[m.cells[i].suite];
+        if suites.iter().any(|(n, _)| *n == suite.name) {
+            continue;
+        }
+        let cases = match &suite.kind {
+            super::model::SuiteKind::Builtin(b) => crate::cases::SuiteCases::builtin(b),
+            super::model::SuiteKind::Custom(ts) => crate::cases::SuiteCases::tests(ts),
+        };
+        suites.push((suite.name.clone(), cases));
+    }
+    crate::cases::check_selection(glob, &suites).map_err(MatrixError::Usage)
+}
+
 /// The matrix file `--matrix` defaults to, in the current directory.
 pub const DEFAULT_MATRIX: &str = "matrix.yaml";
 
@@ -157,6 +175,9 @@ pub async fn matrix(
     let selected = plan::select(&m, &filters);
     if selected.is_empty() && !args.rerun_failed {
         return Err(MatrixError::Usage(no_match(&m, &filters)).into());
+    }
+    if let Some(glob) = &args.test {
+        check_test(&m, &selected, glob)?;
     }
     let (shard_i, shard_n) = match &args.shard {
         Some(s) => plan::parse_shard(s)?,

@@ -396,6 +396,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
                 .map_err(Error::usage)?,
         );
     }
+    if let Some(glob) = &args.test {
+        harness::planner::check_test(glob, &args.suite, &user_tests)?;
+    }
     let guest_env = args
         .guest_env
         .iter()

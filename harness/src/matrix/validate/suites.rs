@@ -2,6 +2,7 @@
 //! known failures, plus the implicit built-ins nobody declared.
 
 use super::{check_name, Ctx, Declared};
+use crate::cases::SuiteCases;
 use crate::matrix::locate::{self, Pos};
 use crate::matrix::model::{parse_duration, Kernel, Suite, SuiteKind};
 use crate::matrix::schema::{RawKnownFailure, RawSuite, RawTest};
@@ -97,7 +98,10 @@ fn declared_suite(cx: &Ctx, s: RawSuite, kernels: &[Kernel]) -> Result<Suite, Ma
         SuiteKind::Builtin(b) => suite::builtin(b, None).map(|t| t.len()).unwrap_or(1) as u32,
         SuiteKind::Custom(t) => t.len() as u32,
     });
-    let catalog = Catalog::of(&kind);
+    let catalog = match &kind {
+        SuiteKind::Builtin(b) => SuiteCases::builtin(b),
+        SuiteKind::Custom(ts) => SuiteCases::tests(ts),
+    };
     let known_failures = known_failures(cx, &s.name, s.known_failures, kernels, &catalog)?;
     Ok(Suite {
         name: s.name,
@@ -193,108 +197,6 @@ fn custom_test(cx: &Ctx, name: &str, t: RawTest) -> Result<SuiteTest, MatrixErro
     })
 }
 
-/// The cases a suite really has, as far as the harness knows before it
-/// boots: each test's cases where its binary lists them (the futex
-/// binaries' `--list`, the upstream selftests' catalog), and the cases
-/// the verdict itself makes of any test (`<exit>`, `<incomplete>`,
-/// `<plan>`, `kernel-<kind>`).
-struct Catalog {
-    /// Test name -> its cases (`None`: the binary lists none).
-    tests: Vec<(String, Option<Vec<String>>)>,
-}
-
-/// Cases the verdict makes of a test, beside its own (and
-/// `kernel-<kind>` for each [`crate::console::ReportKind`]).
-const VERDICT_CASES: &[&str] = &["<exit>", "<incomplete>", "<plan>"];
-
-impl Catalog {
-    fn of(kind: &SuiteKind) -> Catalog {
-        let listed = |bin: &str| {
-            crate::guestbin::cases(bin).map(|c| c.iter().map(|s| s.to_string()).collect())
-        };
-        let mut tests = vec![("topology".to_string(), None)];
-        match kind {
-            SuiteKind::Builtin(b) if crate::kselftest::is_kselftest_suite(b) => {
-                for (program, cases) in crate::kselftest::CASES {
-                    tests.push((
-                        program.to_string(),
-                        Some(cases.iter().map(|c| c.to_string()).collect()),
-                    ));
-                }
-            }
-            SuiteKind::Builtin(b) => {
-                for t in suite::builtin(b, None).unwrap_or_default() {
-                    let cases = match &t.binary {
-                        Binary::Builtin(bin) => listed(bin),
-                        _ => None,
-                    };
-                    tests.push((t.name, cases));
-                }
-            }
-            SuiteKind::Custom(ts) => {
-                for t in ts {
-                    let cases = match &t.binary {
-                        Binary::Builtin(bin) => listed(bin),
-                        _ => None,
-                    };
-                    tests.push((t.name.clone(), cases));
-                }
-            }
-        }
-        Catalog { tests }
-    }
-
-    /// Whether glob `case` names at least one case the suite has: a
-    /// listed case, a case the verdict makes, or (for a binary that lists
-    /// none) the test itself or anything under its name.
-    fn has(&self, case: &str) -> bool {
-        let m = |name: &str| crate::glob::matches(case, name);
-        self.tests.iter().any(|(test, cases)| {
-            let verdict = VERDICT_CASES
-                .iter()
-                .map(|v| v.to_string())
-                .chain(
-                    crate::console::ReportKind::ALL
-                        .iter()
-                        .map(|k| format!("kernel-{}", k.name())),
-                )
-                .any(|v| m(&format!("{test}/{v}")));
-            verdict
-                || match cases {
-                    Some(cases) => cases.iter().any(|c| m(&format!("{test}/{c}"))),
-                    // A binary that lists nothing may print no KTAP
-                    // either: then it is one case, named as the test.
-                    None => case.starts_with(&format!("{test}/")) || m(test),
-                }
-        }) || ["vm", "ktap"].iter().any(|n| m(n))
-            || crate::console::ReportKind::ALL
-                .iter()
-                .any(|k| m(&format!("boot/kernel-{}", k.name())))
-    }
-
-    /// A few case names, for an error: of the test the glob names, if it
-    /// names one, else of every test.
-    fn examples(&self, case: &str) -> String {
-        let mut names: Vec<String> = Vec::new();
-        let first = case.split('/').next().unwrap_or(case);
-        let named = self.tests.iter().any(|(t, _)| t == first);
-        for (test, cases) in self.tests.iter().filter(|(t, _)| !named || t == first) {
-            match cases {
-                Some(c) => names.extend(c.iter().take(2).map(|c| format!("{test}/{c}"))),
-                None => names.push(format!("{test}/...")),
-            }
-        }
-        if named {
-            if let Some((_, Some(c))) = self.tests.iter().find(|(t, _)| t == first) {
-                names = c.iter().map(|c| format!("{first}/{c}")).collect();
-            }
-        }
-        let more = names.len() > 8;
-        names.truncate(8);
-        format!("{}{}", names.join(", "), if more { ", ..." } else { "" })
-    }
-}
-
 /// `known_failures:` of suite `name`. Each entry names one failure
 /// exactly: `case:` a glob naming cases the suite has, `message:` a glob
 /// over the failure's one-line message, `kernel:` at least one glob that
@@ -305,7 +207,7 @@ fn known_failures(
     name: &str,
     raw: Vec<RawKnownFailure>,
     kernels: &[Kernel],
-    catalog: &Catalog,
+    catalog: &SuiteCases,
 ) -> Result<Vec<KnownFailure>, MatrixError> {
     let key = locate::item(cx.text, "suites", name, Some("known_failures"));
     let mut known_failures = Vec::new();
