@@ -25,6 +25,7 @@ pub mod initramfs;
 pub mod junit;
 pub mod kernel;
 pub mod known;
+pub mod outputs;
 pub use kernel::spec as kernelspec;
 pub mod kselftest;
 pub mod ktap;

@@ -127,6 +127,17 @@ const ROWS: &[Row] = &[
         message: "harness: error: --rounds must be 1..=1000 and --runtime in (0, 3600] seconds" },
     Row { args: &["junit", "merge", "OUT", "/nonexistent.xml"], code: 2,
         message: "harness: error: /nonexistent.xml: cannot read: No such file or directory (os error 2)\n" },
+    // Output paths (issue 34): checked before any work.
+    Row { args: &["run", "--kernel", "debian:7.3", "--junit", "."], code: 2,
+        message: "harness: error: --junit .: is a directory; expected a file path" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--json", "afile/r.json"], code: 2,
+        message: "harness: error: --json afile/r.json: afile is a file, not a directory" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--out", "afile"], code: 2,
+        message: "harness: error: --out afile: exists and is not a directory" },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--json", "afile/m.json"], code: 2,
+        message: "harness: error: --json afile/m.json: afile is a file, not a directory" },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--costs", "."], code: 2,
+        message: "harness: error: --costs .: is a directory; expected a file path" },
     // The host's fault, not the user's: 69.
     Row { args: &["run", "--kernel", "debian:7.3"], code: 69,
         message: "/nonexistent/qemu-system-x86_64 not found" },
@@ -150,6 +161,8 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
         std::fs::write(configured.join(f), "").unwrap();
     }
     let configured = format!("tree:{}", configured.display());
+    // A file where an output path needs a directory.
+    std::fs::write(dir.path().join("afile"), "").unwrap();
     let mut bad = Vec::new();
     assert!(ROWS.len() >= 20, "the issue asks for at least 20 rows");
     for row in ROWS {
@@ -280,4 +293,33 @@ fn help_names_the_scheduler_and_profile_options() {
         );
     }
     assert!(help(&["run", "--help"]).contains("--profile"));
+}
+
+/// `matrix --list --json FILE` writes the listing to FILE (its directories
+/// created), as `--json FILE` does for results, and nothing to stdout.
+#[test]
+fn a_matrix_listing_goes_to_the_json_file_given() {
+    let matrix = concat!(env!("CARGO_MANIFEST_DIR"), "/../matrix.yaml");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("new/dir/cells.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["matrix", "--matrix", matrix, "--list", "--json"])
+        .arg(&file)
+        .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+        .env("HARNESS_CACHE_DIR", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let listing: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let text = listing.to_string();
+    assert!(
+        text.contains("debian-7.3") && text.contains("2n2c"),
+        "{text}"
+    );
 }

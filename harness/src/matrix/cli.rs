@@ -148,6 +148,20 @@ pub async fn matrix(
     cancel: CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Done, Error> {
+    // Every output path is checked before the file is read, let alone a
+    // kernel fetched.
+    if let Some(Some(p)) = &args.json {
+        crate::outputs::check_file("--json", p).map_err(Error::usage)?;
+    }
+    if let Some((p, _)) = &args.kcidb {
+        crate::outputs::check_file("--kcidb", p).map_err(Error::usage)?;
+    }
+    if let Some(p) = &args.costs {
+        crate::outputs::check_file("--costs", p).map_err(Error::usage)?;
+    }
+    if !args.list {
+        crate::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
+    }
     let path = if args.matrix == Path::new(DEFAULT_MATRIX) {
         let d = default_matrix().map_err(Error::infra)?;
         if d.built_in {
@@ -215,6 +229,11 @@ pub async fn matrix(
                 &shard_costs,
             )
         };
+        if let Some(Some(file)) = &args.json {
+            // `--list --json FILE`: the listing goes to the file.
+            crate::reporter::write_atomic(file, text.as_bytes()).map_err(Error::usage)?;
+            return Ok(Done::Nothing);
+        }
         // A closed pipe (`| head`) is not an error worth a panic.
         let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
         return Ok(Done::Nothing);
