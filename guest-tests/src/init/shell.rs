@@ -100,7 +100,12 @@ pub fn run(shell: &PlannedShell, path_env: &str, ready: &mut dyn FnMut()) -> End
             Ok(())
         });
     }
-    match cmd.status() {
+    let status = cmd.status();
+    // The shell's last words (`...; exit`) may still sit in the UART's
+    // buffer, paced at 115200 baud: power-off would drop them.
+    // SAFETY: the port is open.
+    unsafe { libc::tcdrain(port.as_raw_fd()) };
+    match status {
         Ok(st) => {
             use std::os::unix::process::ExitStatusExt;
             Ending::from_wait_status(st.into_raw())
