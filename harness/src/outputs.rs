@@ -66,6 +66,16 @@ pub fn check_file(flag: &str, path: &Path) -> Result<(), OutputError> {
     creatable(flag, path, parent)
 }
 
+/// Each `(flag, FILE)` given on the command line, checked as `check_file`.
+pub fn check_files(files: &[(&str, Option<&Path>)]) -> Result<(), OutputError> {
+    for (flag, path) in files {
+        if let Some(p) = path {
+            check_file(flag, p)?;
+        }
+    }
+    Ok(())
+}
+
 /// `flag DIR`: a directory the run will write into (created if missing).
 pub fn check_dir(flag: &str, path: &Path) -> Result<(), OutputError> {
     if path.exists() && !path.is_dir() {

@@ -150,15 +150,12 @@ pub async fn matrix(
 ) -> Result<Done, Error> {
     // Every output path is checked before the file is read, let alone a
     // kernel fetched.
-    if let Some(Some(p)) = &args.json {
-        crate::outputs::check_file("--json", p).map_err(Error::usage)?;
-    }
-    if let Some((p, _)) = &args.kcidb {
-        crate::outputs::check_file("--kcidb", p).map_err(Error::usage)?;
-    }
-    if let Some(p) = &args.costs {
-        crate::outputs::check_file("--costs", p).map_err(Error::usage)?;
-    }
+    crate::outputs::check_files(&[
+        ("--json", args.json.as_ref().and_then(|j| j.as_deref())),
+        ("--kcidb", args.kcidb.as_ref().map(|(p, _)| p.as_path())),
+        ("--costs", args.costs.as_deref()),
+    ])
+    .map_err(Error::usage)?;
     if !args.list {
         crate::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
     }

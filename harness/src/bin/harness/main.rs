@@ -329,16 +329,6 @@ fn die_of_sigpipe() -> ! {
     std::process::exit(128 + libc::SIGPIPE)
 }
 
-/// Report files given on the command line, each checked to be writable.
-fn check_outputs(files: &[(&str, Option<&std::path::Path>)]) -> Result<(), Error> {
-    for (flag, path) in files {
-        if let Some(p) = path {
-            harness::outputs::check_file(flag, p).map_err(Error::usage)?;
-        }
-    }
-    Ok(())
-}
-
 /// An error and its causes on one line, each cause once: a cause whose
 /// text its parent already printed (`cannot create X: <io error>` over the
 /// io error) is not repeated.
@@ -409,11 +399,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     if let Some(glob) = &args.test {
         harness::planner::check_test(glob, &args.suite, &user_tests)?;
     }
-    check_outputs(&[
+    harness::outputs::check_files(&[
         ("--junit", args.junit.as_deref()),
         ("--json", args.json.as_deref()),
         ("--kcidb", args.kcidb.kcidb.as_deref()),
-    ])?;
+    ])
+    .map_err(Error::usage)?;
     harness::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
     let guest_env = args
         .guest_env
