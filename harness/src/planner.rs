@@ -280,8 +280,7 @@ impl Session {
 pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
     match spec {
         KernelSpec::Source(name) => {
-            let dir = crate::kernel::definition::kernels_dir_for(name).map_err(Error::usage)?;
-            crate::kernel::definition::load(&dir, name).map_err(Error::usage)?;
+            crate::kernel::definition::check(name).map_err(Error::usage)?;
         }
         KernelSpec::Path(p) => {
             crate::kernelspec::check_bzimage(p).map_err(|why| {
@@ -292,9 +291,8 @@ pub fn check_kernel(spec: &KernelSpec) -> Result<(), Error> {
             })?;
         }
         KernelSpec::Tree(t) => {
-            let name = crate::kernel::tree::DEFINITION;
-            let dir = crate::kernel::definition::kernels_dir_for(name).map_err(Error::usage)?;
-            crate::kernel::definition::load(&dir, name).map_err(Error::usage)?;
+            crate::kernel::definition::check(crate::kernel::tree::DEFINITION)
+                .map_err(Error::usage)?;
             crate::kernel::tree::TreeSpec::parse(&t.dir).map_err(|why| {
                 Error::usage(crate::kernel::tree::TreeError::Spec {
                     dir: t.dir.clone(),
@@ -369,6 +367,49 @@ pub fn check_expect(expect: &str) -> Result<(), Error> {
     guest_tests::expect::Expect::parse(expect)
         .map(|_| ())
         .map_err(|e| Error::usage(format!("--expect {expect:?}: {e}")))
+}
+
+/// `--debian-mirror URL`: an http(s) URL, checked before anything is fetched.
+pub fn check_mirror(url: Option<&str>) -> Result<(), Error> {
+    match url {
+        Some(u) => crate::kernel::debian::DebianMirror::new(
+            u,
+            crate::kernel::debian::MirrorOrigin::Explicit,
+        )
+        .map(|_| ())
+        .map_err(|e| Error::usage(format!("--debian-mirror: {e}"))),
+        None => Ok(()),
+    }
+}
+
+/// `--kselftest-tree`: `debian:X.Y` or a kernel tree holding the futex
+/// selftests, checked before anything is fetched.
+pub fn check_kselftest_tree(tree: Option<&str>) -> Result<(), Error> {
+    match tree {
+        Some(t) => crate::kselftest::SourceSpec::parse(t)
+            .map(|_| ())
+            .map_err(|e| Error::usage(format!("--kselftest-tree: {e}"))),
+        None => Ok(()),
+    }
+}
+
+/// The topology's memory fits the host: QEMU would otherwise fail (or
+/// the host swap) only after a kernel was fetched.
+pub fn check_host_memory(topology: &Topology) -> Result<(), Error> {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
+    });
+    match total_kib {
+        Some(kib) if topology.mem_mib() > kib / 1024 => Err(Error::usage(format!(
+            "--topology: {} MiB of guest memory is more than this host has ({} MiB)",
+            topology.mem_mib(),
+            kib / 1024
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// A cell name component: no `/`, no spaces.

@@ -138,6 +138,36 @@ const ROWS: &[Row] = &[
         message: "harness: error: --json afile/m.json: afile is a file, not a directory" },
     Row { args: &["matrix", "--matrix", "MATRIX", "--costs", "."], code: 2,
         message: "harness: error: --costs .: is a directory; expected a file path" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--topology", "nodes=1,mem=99999999G"], code: 2,
+        message: "harness: error: --topology: 102399998976 MiB of guest memory is more than this host has (" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--debian-mirror", "notaurl"], code: 2,
+        message: "harness: error: --debian-mirror: invalid Debian mirror URL \"notaurl\": only http:// and https:// are supported" },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--debian-mirror", "notaurl"], code: 2,
+        message: "harness: error: --debian-mirror: invalid Debian mirror URL \"notaurl\"" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--suite", "kselftest-futex", "--kselftest-tree", "/nonexistent"], code: 2,
+        message: "harness: error: --kselftest-tree: kselftest source \"/nonexistent\": not a kernel source tree (no Makefile or tools/testing/selftests/futex/functional/Makefile)" },
+    Row { args: &["kernel", "path", "nope"], code: 2,
+        message: "harness: error: no kernel definition \"nope\" in the harness's built-in kernels/ (known: 7.3," },
+    Row { args: &["kernel", "build", "nope"], code: 2,
+        message: "harness: error: no kernel definition \"nope\" in the harness's built-in kernels/ (known: 7.3," },
+    Row { args: &["kernel", "clean", "nope"], code: 2,
+        message: "harness: error: no kernel definition \"nope\" in the harness's built-in kernels/ (known: 7.3," },
+    Row { args: &["kernel", "clean"], code: 2,
+        message: "harness: error: kernel clean: name the definitions to clean, or give --all" },
+    Row { args: &["kselftest", "compare", "notxml.xml"], code: 2,
+        message: "harness: error: notxml.xml:2:4: not a JUnit document: expected 'a' tag, not 'b'" },
+    Row { args: &["kselftest", "compare", "/nonexistent.xml"], code: 2,
+        message: "harness: error: /nonexistent.xml: No such file or directory (os error 2)" },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--baseline", "nosuch"], code: 2,
+        message: "harness: error: --baseline \"nosuch\": not a configuration this run measures (global, " },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--expect", "immutable=2"], code: 2,
+        message: "harness: error: --expect \"immutable=2\": immutable=\"2\": expected 1/0, yes/no or true/false" },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--emit-bare", "bare", "--bare-suite", "nope"], code: 2,
+        message: "harness: error: unknown suite \"nope\"; known suites: smoke, futex," },
+    Row { args: &["bisect", "--tree", "NOTLINUX", "--good", "v1", "--bad", "v2", "--test", "futex/futex-prctl/*"], code: 2,
+        message: "has no top-level Makefile: not a Linux kernel tree" },
+    Row { args: &["matrix", "--matrix", "BADSPEC", "--list"], code: 2,
+        message: "harness: error: badspec.yaml:3:5: kernel \"k\": no kernel definition \"nope\" in the harness's built-in kernels/" },
     // The host's fault, not the user's: 69.
     Row { args: &["run", "--kernel", "debian:7.3"], code: 69,
         message: "/nonexistent/qemu-system-x86_64 not found" },
@@ -163,6 +193,51 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
     let configured = format!("tree:{}", configured.display());
     // A file where an output path needs a directory.
     std::fs::write(dir.path().join("afile"), "").unwrap();
+    // A JUnit file that is not XML.
+    std::fs::write(dir.path().join("notxml.xml"), "<testsuites>\n<a></b>\n").unwrap();
+    // A git repository with two commits that is not a kernel tree.
+    let notlinux = dir.path().join("notlinux");
+    std::fs::create_dir(&notlinux).unwrap();
+    for step in [
+        &["init", "-q"][..],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "a",
+        ],
+        &["tag", "v1"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "b",
+        ],
+        &["tag", "v2"],
+    ] {
+        let st = Command::new("git")
+            .args(step)
+            .current_dir(&notlinux)
+            .status()
+            .unwrap();
+        assert!(st.success(), "git {step:?}");
+    }
+    // A matrix whose only kernel names a definition that does not exist.
+    std::fs::write(
+        dir.path().join("badspec.yaml"),
+        "kernels:\n  - name: k\n    spec: source:nope\n    features: {prctl: true, private_hash: true, immutable: false, numa: true, mpol: true, growth: any-vm, requeue_same_flags: true}\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: 1, mem: 512M}\nsuites:\n  - name: smoke\n    builtin: smoke\n",
+    )
+    .unwrap();
     let mut bad = Vec::new();
     assert!(ROWS.len() >= 20, "the issue asks for at least 20 rows");
     for row in ROWS {
@@ -174,6 +249,8 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
                 "OUT" => out.to_str().unwrap(),
                 "TREE" => tree.as_str(),
                 "CONFIGURED" => configured.as_str(),
+                "NOTLINUX" => notlinux.to_str().unwrap(),
+                "BADSPEC" => "badspec.yaml",
                 a => a,
             })
             .collect();

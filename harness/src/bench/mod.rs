@@ -236,7 +236,23 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
         crate::planner::check_kernel(spec)?;
     }
     for (_, topo) in &topologies {
-        guest_args(&a, topo.nodes().len())?;
+        let (_, names) = guest_args(&a, topo.nodes().len())?;
+        if let Some(b) = a.baseline.as_ref().filter(|b| !names.contains(b)) {
+            return Err(BenchError::Usage(format!(
+                "--baseline {b:?}: not a configuration this run measures ({})",
+                names.join(", ")
+            )));
+        }
+    }
+    if let Some(e) = &a.expect {
+        crate::planner::check_expect(e)?;
+    }
+    for (_, topo) in &topologies {
+        crate::planner::check_host_memory(topo)?;
+    }
+    crate::planner::check_mirror(a.debian_mirror.as_deref())?;
+    if a.emit_bare.is_some() {
+        crate::planner::check_suite(&a.bare_suite)?;
     }
     let t0 = std::time::Instant::now();
     let mut session = Session::open(a.debian_mirror.clone(), reporters).await?;

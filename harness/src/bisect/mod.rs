@@ -105,14 +105,26 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
     validate(c)?;
     let perf = Perf::of(c)?;
     if c.step_command.is_none() {
-        let dir = crate::kernel::definition::kernels_dir()
-            .map_err(|e| BisectError::Usage(e.to_string()))?;
-        crate::kernel::definition::load(&dir, &c.kernel)
+        crate::kernel::definition::check(&c.kernel)
             .map_err(|e| BisectError::Usage(format!("--kernel: {e}")))?;
     }
     check_tree(&c.tree)?;
     let good = rev(&c.tree, &args.good, "--good")?;
     let bad = rev(&c.tree, &args.bad, "--bad")?;
+    if c.step_command.is_none() {
+        // Both ends must be kernel trees, or every step is a build failure.
+        for (opt, id) in [("--good", &good), ("--bad", &bad)] {
+            for f in ["Makefile", "Kconfig"] {
+                if git(&c.tree, &["cat-file", "-e", &format!("{id}:{f}")]).is_err() {
+                    return Err(BisectError::Usage(format!(
+                        "{}: {opt} {} has no top-level {f}: not a Linux kernel tree",
+                        c.tree.display(),
+                        &id[..12]
+                    )));
+                }
+            }
+        }
+    }
     if git(&c.tree, &["merge-base", "--is-ancestor", &good, &bad]).is_err() {
         return Err(BisectError::Usage(format!(
             "--good {} is not an ancestor of --bad {}",

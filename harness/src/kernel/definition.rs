@@ -298,11 +298,38 @@ pub fn kernels_dir() -> Result<PathBuf, DefinitionError> {
 /// the built-in tree and it has no such definition, the error at once,
 /// without writing the tree into the cache (a typo does no work).
 pub fn kernels_dir_for(name: &str) -> Result<PathBuf, DefinitionError> {
-    if let Some(d) = users_kernels_dir() {
-        return Ok(d);
+    check_known(name)?;
+    match users_kernels_dir() {
+        Some(d) => Ok(d),
+        None => Ok(super::embedded::kernels_dir()?),
     }
+}
+
+/// The definition `name` exists and, when it is the user's, loads; a
+/// built-in one is not unpacked for this (each is loaded by a unit test).
+pub fn check(name: &str) -> Result<(), DefinitionError> {
+    check_known(name)?;
+    if let Some(d) = users_kernels_dir() {
+        load(&d, name)?;
+    }
+    Ok(())
+}
+
+/// The definition `name` exists (in the user's `kernels/`, else among the
+/// built-in ones), checked without writing anything.
+pub fn check_known(name: &str) -> Result<(), DefinitionError> {
     if !valid_name(name) {
         return Err(DefinitionError::BadName(name.into()));
+    }
+    if let Some(d) = users_kernels_dir() {
+        if d.join(format!("{name}.yaml")).is_file() {
+            return Ok(());
+        }
+        return Err(DefinitionError::Unknown {
+            name: name.into(),
+            known: list(&d).map(|l| l.join(", ")).unwrap_or_default(),
+            dir: d,
+        });
     }
     let known = super::embedded::shipped_definitions();
     if !known.iter().any(|k| k == name) {
@@ -312,7 +339,7 @@ pub fn kernels_dir_for(name: &str) -> Result<PathBuf, DefinitionError> {
             known: known.join(", "),
         });
     }
-    Ok(super::embedded::kernels_dir()?)
+    Ok(())
 }
 
 /// `$HARNESS_KERNELS_DIR`, else the first `kernels/` with `fragments/` in

@@ -156,6 +156,17 @@ mod tests {
         assert_eq!(shipped_definitions(), names);
     }
 
+    /// `definition::check` trusts a built-in name without unpacking it.
+    #[test]
+    fn every_shipped_definition_loads() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = materialise(&Cache::at(dir.path()), "shipped", shipped(), 0o644).unwrap();
+        for name in shipped_definitions() {
+            crate::kernel::definition::load(&d.join("kernels"), &name)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
     #[test]
     fn materialise_writes_once_complete() {
         static TREE: Tree = Tree {

@@ -3,6 +3,7 @@
 
 use super::mapping::mapping_for;
 use super::{KselftestError, SUITE_FUTEX};
+use std::path::{Path, PathBuf};
 
 /// Verdict of one JUnit test case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,11 +41,21 @@ pub struct JunitCase {
     pub message: String,
 }
 
-/// Reads every test case of a JUnit document (as written by [`crate::junit`]).
-pub fn read_junit(xml: &str) -> Result<Vec<JunitCase>, KselftestError> {
-    let doc = roxmltree::Document::parse(xml).map_err(|e| KselftestError::BadSource {
-        given: "JUnit".into(),
-        why: e.to_string(),
+/// Reads every test case of a JUnit document (as written by [`crate::junit`]);
+/// `file` names it in errors, with the position the XML parser stopped at.
+pub fn read_junit(file: &Path, xml: &str) -> Result<Vec<JunitCase>, KselftestError> {
+    let doc = roxmltree::Document::parse(xml).map_err(|e| {
+        let pos = e.pos();
+        KselftestError::BadJunit {
+            file: file.to_path_buf(),
+            line: pos.row,
+            col: pos.col,
+            // roxmltree ends its message with the position, said first here.
+            why: e
+                .to_string()
+                .trim_end_matches(&format!(" at {}:{}", pos.row, pos.col))
+                .to_string(),
+        }
     })?;
     let mut out = Vec::new();
     for suite in doc.descendants().filter(|n| n.has_tag_name("testsuite")) {
@@ -84,10 +95,10 @@ pub fn read_junit(xml: &str) -> Result<Vec<JunitCase>, KselftestError> {
 
 /// Markdown report of upstream verdicts next to ours, per kernel, from
 /// JUnit documents holding `kselftest-futex` and other (our) cells.
-pub fn compare_junit(docs: &[String]) -> Result<String, KselftestError> {
+pub fn compare_junit(docs: &[(PathBuf, String)]) -> Result<String, KselftestError> {
     let mut cases = Vec::new();
-    for d in docs {
-        cases.extend(read_junit(d)?);
+    for (file, xml) in docs {
+        cases.extend(read_junit(file, xml)?);
     }
     Ok(compare(&cases))
 }
@@ -198,8 +209,18 @@ mod tests {
 </testsuites>"#;
 
     #[test]
+    fn a_file_that_is_not_xml_is_named_with_its_position() {
+        let e = compare_junit(&[("r.xml".into(), "<testsuites>\n<a></b>".into())]).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(
+            msg, "r.xml:2:4: not a JUnit document: expected 'a' tag, not 'b'",
+            "{msg}"
+        );
+    }
+
+    #[test]
     fn compare_puts_verdicts_side_by_side() {
-        let cases = read_junit(JUNIT).unwrap();
+        let cases = read_junit(Path::new("j.xml"), JUNIT).unwrap();
         assert_eq!(cases.len(), 5);
         let md = compare(&cases);
         assert!(md.contains("## debian:7.3.4"), "{md}");

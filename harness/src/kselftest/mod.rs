@@ -61,6 +61,18 @@ pub enum KselftestError {
         /// Why it does not work.
         why: String,
     },
+    /// A file given to `kselftest compare` is not JUnit XML.
+    #[error("{}:{line}:{col}: not a JUnit document: {why}", file.display())]
+    BadJunit {
+        /// The file.
+        file: PathBuf,
+        /// 1-based line of the error.
+        line: u32,
+        /// 1-based column.
+        col: u32,
+        /// What the XML parser says.
+        why: String,
+    },
     /// No source given and none derivable from the kernel.
     #[error("suite {suite} needs a kernel source tree: pass --kselftest-tree DIR or --kselftest-tree debian:X.Y (the kernel {kernel:?} names no version)")]
     NoSource {

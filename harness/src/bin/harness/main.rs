@@ -360,6 +360,9 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
 async fn run(args: RunArgs) -> Result<u8, Error> {
     // Everything the command line says, checked before the host is touched.
     let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
+    harness::planner::check_host_memory(&topology)?;
+    harness::planner::check_mirror(args.debian_mirror.as_deref())?;
+    harness::planner::check_kselftest_tree(args.kselftest_tree.as_deref())?;
     let mut kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
     if let Some(file) = &args.kernel_config {
         kernel = kernel

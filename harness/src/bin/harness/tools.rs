@@ -7,6 +7,7 @@ use clap::Subcommand;
 use std::path::PathBuf;
 
 use crate::{EXIT_OK, EXIT_TESTS_FAILED};
+use harness::error::Error;
 
 #[derive(Subcommand)]
 pub enum KselftestCommand {
@@ -106,14 +107,14 @@ pub async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
         KselftestCommand::Compare { junit, out } => {
+            // The files are the user's input: unreadable or not JUnit is 2.
             let mut xml = Vec::new();
             for p in &junit {
-                xml.push(
-                    std::fs::read_to_string(p)
-                        .with_context(|| format!("reading {}", p.display()))?,
-                );
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| Error::usage(format!("{}: {e}", p.display())))?;
+                xml.push((p.clone(), text));
             }
-            let report = harness::kselftest::compare_junit(&xml)?;
+            let report = harness::kselftest::compare_junit(&xml).map_err(Error::usage)?;
             match out {
                 Some(p) => std::fs::write(&p, report)
                     .with_context(|| format!("writing {}", p.display()))?,
@@ -131,8 +132,51 @@ fn debian_mirror_fn(
     move || harness::kernel::debian::DebianMirror::discover(mirror.as_deref())
 }
 
+/// Every definition a `kernel` command names exists (a typo is the user's,
+/// 2, and nothing is unpacked into the cache for it).
+fn check_names(cmd: &KernelCmd) -> Result<(), Error> {
+    use harness::kernel::definition;
+    let names: &[String] = match cmd {
+        KernelCmd::List => &[],
+        KernelCmd::Build { names, .. } => names,
+        KernelCmd::Path { name, .. } => std::slice::from_ref(name),
+        KernelCmd::Clean { names, all, .. } => {
+            if names.is_empty() && !all {
+                return Err(Error::usage(
+                    "kernel clean: name the definitions to clean, or give --all",
+                ));
+            }
+            if *all && !names.is_empty() {
+                return Err(Error::usage("kernel clean: names and --all together"));
+            }
+            names
+        }
+    };
+    let cached = |name: &str| -> bool {
+        let Ok(cache) = harness::kernel::cache::Cache::from_env() else {
+            return false;
+        };
+        ["kbuild/work", "kbuild/images"]
+            .iter()
+            .any(|d| cache.path(d).join(name).exists())
+    };
+    for name in names {
+        match definition::check_known(name) {
+            Ok(()) => {}
+            // A definition since removed can still have a build to clean.
+            Err(_)
+                if matches!(cmd, KernelCmd::Clean { .. })
+                    && definition::valid_name(name)
+                    && cached(name) => {}
+            Err(e) => return Err(Error::usage(e)),
+        }
+    }
+    Ok(())
+}
+
 pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
     use harness::kernel::{build, cache::Cache, definition};
+    check_names(&cmd)?;
     let dir = definition::kernels_dir()?;
     let cache = Cache::from_env()?;
     match cmd {
@@ -254,15 +298,10 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                 v.sort();
                 v.dedup();
                 v
-            } else if names.is_empty() {
-                anyhow::bail!("kernel clean: name definitions or give --all");
             } else {
                 names
             };
             for name in names {
-                if !definition::valid_name(&name) {
-                    return Err(definition::DefinitionError::BadName(name).into());
-                }
                 for p in build::clean(&cache, &name, images)? {
                     println!("removed {}", p.display());
                 }

@@ -24,15 +24,20 @@ pub(in crate::matrix) fn kernels(
 }
 
 fn kernel(cx: &Ctx, k: RawKernel) -> Result<Kernel, MatrixError> {
-    let spec = KernelSpec::parse(&k.spec).map_err(|e| {
+    let at_spec = |e: &dyn std::fmt::Display| {
         cx.at_item(
             "kernels",
             &k.name,
             Some("spec"),
             format!("kernel {:?}: {e}", k.name),
         )
-    })?;
+    };
+    let spec = KernelSpec::parse(&k.spec).map_err(|e| at_spec(&e))?;
     let expect = expectations(cx, &k, &spec)?;
+    // Resolved as far as it can be without work: a `source:` definition
+    // loads, a `path:` is a bzImage, a `tree:` is a kernel tree; else a CI
+    // plan (`--list`) would pass and every shard fail.
+    crate::planner::check_kernel(&spec).map_err(|e| at_spec(&e))?;
     Ok(Kernel {
         name: k.name,
         spec_text: k.spec,
