@@ -14,8 +14,8 @@ impl ErrorKind {
     /// The exit status (sysexits: `EX_USAGE`-like 2, `EX_UNAVAILABLE` 69).
     pub fn exit_code(self) -> u8 {
         match self {
-            ErrorKind::Usage => 2,
-            ErrorKind::Infrastructure => 69,
+            ErrorKind::Usage => exit::USAGE,
+            ErrorKind::Infrastructure => exit::INFRASTRUCTURE,
         }
     }
 }
@@ -60,12 +60,108 @@ impl Error {
     }
 }
 
-/// Exit statuses of every command.
+/// The exit statuses of every command: the one table. `--help`, the man
+/// pages and README's table are written from it.
 pub mod exit {
     /// Every result as expected.
     pub const OK: u8 = 0;
-    /// An unexpected test result (or no result at all).
+    /// An unexpected test result (or no result at all); for `bisect`, no
+    /// single first bad commit.
     pub const TESTS_FAILED: u8 = 1;
+    /// Bad command line or input file, refused before any work.
+    pub const USAGE: u8 = 2;
+    /// The host is not ready: `doctor` or `setup` found something the
+    /// default run needs missing; `kernel path` of a definition not built.
+    pub const NOT_READY: u8 = 3;
+    /// A `bisect-step` that cannot say (`git bisect run`'s skip).
+    pub const BISECT_SKIP: u8 = 125;
+    /// The host or the network failed (QEMU missing, a download failed).
+    pub const INFRASTRUCTURE: u8 = 69;
     /// Interrupted by SIGINT/SIGTERM.
     pub const INTERRUPTED: u8 = 130;
+
+    /// Every status with what it means, ascending.
+    pub const TABLE: &[(u8, &str)] = &[
+        (OK, "every result as expected"),
+        (TESTS_FAILED, "an unexpected test result, or a cell with no result (bisect: no single first bad commit)"),
+        (USAGE, "a usage or input error, refused before anything was fetched, built or booted"),
+        (NOT_READY, "the host is not ready (doctor, setup), or the kernel asked for is not built (kernel path)"),
+        (INFRASTRUCTURE, "the host or the network failed: QEMU missing, a download or build failed"),
+        (BISECT_SKIP, "bisect-step only: this commit cannot be tested (git bisect run's skip)"),
+        (INTERRUPTED, "interrupted by SIGINT or SIGTERM; partial reports are written"),
+    ];
+
+    /// The environment the harness reads (and, last, what it sets for the
+    /// programs it runs), with what each does.
+    pub const ENVIRONMENT: &[(&str, &str)] = &[
+        ("HARNESS_QEMU", "the qemu-system-x86_64 to run (default: the one on PATH)"),
+        ("HARNESS_VIRTIOFSD", "the virtiofsd serving shares (default: found on PATH and in libexec)"),
+        ("HARNESS_CACHE_DIR", "the cache of kernels, builds and guest binaries (default: ~/.cache/futex-harness)"),
+        ("HARNESS_DEBIAN_MIRROR", "the Debian mirror for debian: kernels and sources (default: apt's configuration); --debian-mirror wins"),
+        ("HARNESS_KERNELS_DIR", "the kernels/ definitions for source: kernels (default: ./kernels with fragments/, else the built-in ones)"),
+        ("HARNESS_GUEST_BIN_DIR", "prebuilt static guest binaries to use instead of the embedded ones"),
+        ("HARNESS_GUEST_MODULES", "extra kernel modules to load in the guest, comma-separated"),
+        ("HARNESS_FORCE_KVM", "1: take /dev/kvm without a hardware KVM module loaded (a paravirtual KVM, or a module of another name)"),
+        ("HARNESS_CCACHE", "0: build kernels without ccache"),
+        ("HARNESS_LOG", "tracing filter for the harness's own log (e.g. debug)"),
+        ("HARNESS_NET_TESTS", "the project's tests only: also run the tests that need the Debian mirror"),
+        ("HARNESS_TIMEOUT_SCALE", "set in the guest: the --timeout-scale factor the test binaries apply"),
+        ("HARNESS_SHARES", "set in the guest: the shares mounted, as GUEST_PATH:ro|rw,..."),
+        ("HARNESS_ARTIFACTS", "set in the guest: the directory whose files come back to <out>/<cell>/artifacts"),
+        ("HARNESS_FAULT_RUNS_FILE", "read by the guest fault binary: where fail-on-run counts its runs (default /tmp/harness-fault-runs)"),
+        ("HARNESS_BISECT_COMMIT", "set for a bisect --step-command: the commit under test"),
+        ("HARNESS_BISECT_REP", "set for a bisect --step-command: the repetition, from 1"),
+        ("HARNESS_BISECT_STEP_DIR", "set for a bisect --step-command: the step's directory"),
+        ("HARNESS_BISECT_BENCH", "set for a bisect --step-command with --metric: where it writes # BENCH lines"),
+    ];
+
+    /// Commands a kernel developer starts with.
+    pub const EXAMPLES: &[(&str, &str)] = &[
+        (
+            "harness doctor",
+            "what this host has, and the fix for what it lacks",
+        ),
+        (
+            "harness run --kernel debian:7.3 --topology nodes=2,cpus=2",
+            "Debian's 7.3 in two nodes, the futex suite",
+        ),
+        (
+            "harness run --kernel tree:$HOME/linux --test 'futex-prctl/*'",
+            "your tree, built, then one binary's cases",
+        ),
+        (
+            "harness run --kernel debian:7.3 --until-fail --max 50 --test 'futex-resize/*'",
+            "repeat until a case fails, keeping that iteration",
+        ),
+        (
+            "harness matrix --list",
+            "the cells of ./matrix.yaml (or the built-in one)",
+        ),
+        (
+            "harness matrix -j auto --json results.json",
+            "every cell at the machine's width, results in one JSON file",
+        ),
+        (
+            "harness bisect --tree $HOME/linux --good v7.2 --bad HEAD --test 'futex/futex-prctl/*'",
+            "the commit that broke a case",
+        ),
+    ];
+
+    /// The EXIT STATUS, ENVIRONMENT and EXAMPLES sections as help text.
+    pub fn help_sections() -> String {
+        use std::fmt::Write as _;
+        let mut t = String::from("EXIT STATUS:\n");
+        for (code, what) in TABLE {
+            let _ = writeln!(t, "  {code:<4}{what}");
+        }
+        t.push_str("\nENVIRONMENT:\n");
+        for (var, what) in ENVIRONMENT {
+            let _ = writeln!(t, "  {var}\n      {what}");
+        }
+        t.push_str("\nEXAMPLES:\n");
+        for (cmd, what) in EXAMPLES {
+            let _ = writeln!(t, "  {cmd}\n      {what}");
+        }
+        t
+    }
 }

@@ -57,11 +57,11 @@ pub const EXIT_GOOD: u8 = 0;
 /// Exit status of a bad step.
 pub const EXIT_BAD: u8 = 1;
 /// Exit status of a step that cannot say (`git bisect run`'s skip).
-pub const EXIT_SKIP: u8 = 125;
+pub const EXIT_SKIP: u8 = crate::error::exit::BISECT_SKIP;
 /// Exit status of `harness bisect` when no single first bad commit was found.
-pub const EXIT_INCONCLUSIVE: u8 = 1;
+pub const EXIT_INCONCLUSIVE: u8 = crate::error::exit::TESTS_FAILED;
 /// Exit status after SIGINT/SIGTERM.
-pub const EXIT_INTERRUPTED: u8 = 130;
+pub const EXIT_INTERRUPTED: u8 = crate::error::exit::INTERRUPTED;
 
 /// Errors of a bisection.
 #[derive(Debug, thiserror::Error)]

@@ -75,7 +75,7 @@ pub fn doctor(args: DoctorArgs) -> anyhow::Result<u8> {
     if blocking.iter().any(|r| r.by_setup) {
         println!("`harness setup` installs what is marked (setup)");
     }
-    Ok(super::EXIT_TESTS_FAILED)
+    Ok(super::EXIT_NOT_READY)
 }
 
 /// The rows, aligned; a row's fix on the line below it.
@@ -150,7 +150,7 @@ pub fn setup(args: SetupArgs) -> anyhow::Result<u8> {
         Ok(super::EXIT_OK)
     } else {
         println!("harness setup: still missing: {}", left.join("; "));
-        Ok(super::EXIT_TESTS_FAILED)
+        Ok(super::EXIT_NOT_READY)
     }
 }
 

@@ -5,6 +5,7 @@
 mod args;
 mod debug;
 mod doctor;
+mod help;
 mod terminal;
 mod tools;
 
@@ -27,12 +28,11 @@ use std::time::Duration;
 use terminal::{Shape, Terminal};
 use tokio_util::sync::CancellationToken;
 
-/// Exit status when every result is as expected.
-const EXIT_OK: u8 = 0;
-/// Exit status when a test failed (or the VM died under a test).
-const EXIT_TESTS_FAILED: u8 = 1;
-/// Exit status when the infrastructure failed (QEMU missing, download failed, ...).
-const EXIT_INFRA: u8 = 69;
+// The one table of exit statuses (`harness::error::exit`).
+use harness::error::exit::{
+    INFRASTRUCTURE as EXIT_INFRA, NOT_READY as EXIT_NOT_READY, OK as EXIT_OK,
+    TESTS_FAILED as EXIT_TESTS_FAILED,
+};
 
 #[derive(Parser)]
 #[command(
@@ -64,7 +64,7 @@ enum Command {
         dir: Option<PathBuf>,
     },
     /// Check everything the harness may need here, with the fix for each
-    /// (exit 1 when the default run cannot work).
+    /// (exit 3 when the default run cannot work).
     Doctor(doctor::DoctorArgs),
     /// Install what is missing (Debian, Ubuntu): apt packages, QEMU from
     /// backports where the release's is too old for TCG, virtiofsd.
@@ -212,7 +212,11 @@ fn main() -> ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()
         .init();
-    let cli = Cli::parse();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&help::command().get_matches())
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -240,7 +244,7 @@ fn main() -> ExitCode {
                 clap_complete::generate(shell, &mut cmd, "harness", &mut std::io::stdout());
                 Ok(EXIT_OK)
             }
-            Command::Man { dir } => man(dir),
+            Command::Man { dir } => help::man(dir.as_deref()).map(|()| EXIT_OK),
             Command::Matrix(args) => matrix(args)
                 .await
                 .map_err(anyhow::Error::from)
@@ -601,22 +605,6 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
         .await?
         .map_err(Error::from)?;
     Ok(o.exit)
-}
-
-/// `harness man`: the roff page of the command (stdout), or every
-/// subcommand's page written into `dir`.
-fn man(dir: Option<PathBuf>) -> anyhow::Result<u8> {
-    let cmd = <Cli as clap::CommandFactory>::command();
-    match dir {
-        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout())?,
-        Some(dir) => {
-            std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-            clap_mangen::generate_to(cmd, &dir)
-                .with_context(|| format!("writing man pages into {}", dir.display()))?;
-            println!("man pages in {}", dir.display());
-        }
-    }
-    Ok(EXIT_OK)
 }
 
 /// `harness host`: the facts `--accel auto` decides from.

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
 
-use crate::{EXIT_OK, EXIT_TESTS_FAILED};
+use crate::{EXIT_NOT_READY, EXIT_OK};
 use harness::error::Error;
 
 #[derive(Subcommand)]
@@ -52,7 +52,7 @@ pub enum KernelCmd {
         #[arg(long, value_name = "URL")]
         debian_mirror: Option<String>,
     },
-    /// Print the cached bzImage of a definition's current inputs (exit 1 if not built).
+    /// Print the cached bzImage of a definition's current inputs (exit 3 if not built).
     Path {
         /// Definition name.
         name: String,
@@ -282,7 +282,7 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                         "harness: {name} (key {}) is not built: run `harness kernel build {name}`",
                         built.key
                     );
-                    Ok(EXIT_TESTS_FAILED)
+                    Ok(EXIT_NOT_READY)
                 }
             }
         }
