@@ -678,6 +678,22 @@ impl Waiter {
         })
     }
 
+    /// [`Waiter::wait`] that first waits on `start` (after pinning), so
+    /// that several waiters enter the kernel at once.
+    pub fn wait_at(
+        uaddr: u64,
+        val: u32,
+        flags: u32,
+        timeout_ms: u64,
+        cpu: Option<u32>,
+        start: std::sync::Arc<std::sync::Barrier>,
+    ) -> Result<Waiter, String> {
+        Self::spawn(sys::nr::FUTEX_WAIT, cpu, move || {
+            start.wait();
+            wait_ms(uaddr, val, flags, timeout_ms)
+        })
+    }
+
     /// Spawns a thread that runs `futex_waitv(entries, 0)` with a deadline.
     pub fn waitv(entries: Vec<FutexWaitv>, timeout_ms: u64) -> Result<Waiter, String> {
         Self::spawn(sys::nr::FUTEX_WAITV, None, move || {

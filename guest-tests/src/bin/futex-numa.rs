@@ -79,6 +79,14 @@
 //! - `concurrent-writeback-valid-node`: 200 rounds of 8 threads over all CPUs
 //!   doing wake(nr 0) on one `{0,-1}`: every call returns 0, the word always
 //!   ends as the node of one of the CPUs used.
+//! - `first-waiters-split-by-node`: 600 rounds of two waiters pinned to CPUs
+//!   of two nodes, released together on a fresh `{0,-1}`: the word ends as
+//!   one of their nodes, a wake(2) through it returns 2, or 1 when the two
+//!   read -1 at once and queued in their own nodes' tables, and then a wake
+//!   through the other node returns exactly 1; both waiters return 0. The
+//!   node write-back is a plain store, not a cmpxchg (docs/futex-abi.md,
+//!   "The node word"). Skips when no round split (the split was not
+//!   observed) or with fewer than two nodes with CPUs.
 
 use guest_tests::cases::{self, diag, Case, Ctx};
 use guest_tests::ktap::Outcome;
@@ -1091,6 +1099,80 @@ fn concurrent_writeback(ctx: &Ctx) -> R {
     bad.map_or(PASS, Err)
 }
 
+/// Two first waiters on different nodes that both read a node word of -1
+/// each write back their own node and queue in their own node's table:
+/// every waiter is in the table of the final word or of its own node, and
+/// none is lost.
+fn first_waiters_split(ctx: &Ctx) -> R {
+    if let Some(o) = absent(ctx) {
+        return o;
+    }
+    const ROUNDS: usize = 600;
+    let t = Topology::read()?;
+    let targets = t.pin_targets();
+    let nodes = t.cpu_nodes();
+    if nodes.len() < 2 {
+        return Ok(Outcome::Skip(format!(
+            "needs CPUs on >= 2 nodes, have them on {}",
+            list_str(&nodes)
+        )));
+    }
+    let (na, nb) = (nodes[0], nodes[1]);
+    let cpu_of = |n: u32| targets.iter().find(|&&(_, m)| m == n).map(|&(c, _)| c);
+    let (Some(ca), Some(cb)) = (cpu_of(na), cpu_of(nb)) else {
+        return Err(format!("no CPU to pin to on node {na} or {nb}"));
+    };
+    let m = Mapping::anon(1, false)?;
+    let mut splits = 0;
+    for round in 0..ROUNDS {
+        m.set(0, 0, NO);
+        let start = Arc::new(Barrier::new(2));
+        let wa = Waiter::wait_at(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, Some(ca), start.clone())?;
+        let wb = Waiter::wait_at(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, Some(cb), start)?;
+        wa.blocked()?;
+        wb.blocked()?;
+        let last = m.node(0);
+        if last != na && last != nb {
+            return Err(format!(
+                "round {round}: node word {} after waiters on nodes {na} and {nb}",
+                node_str(last)
+            ));
+        }
+        let other = if last == na { nb } else { na };
+        match wake(&m, 0, 2, PRIVATE_NUMA) {
+            Ok(2) => {}
+            Ok(1) => {
+                splits += 1;
+                m.word(4).store(other, Ordering::SeqCst);
+                want_ok(
+                    &format!(
+                        "round {round}: wake(2) through node {other} after the word's node {last} woke 1"
+                    ),
+                    wake(&m, 0, 2, PRIVATE_NUMA),
+                    1,
+                )?;
+            }
+            r => {
+                return Err(format!(
+                    "round {round}: wake(2) through the word's node {last} {}: expected 2, or 1 with the other waiter in node {other}'s table",
+                    numa::show(&r)
+                ))
+            }
+        }
+        want_ok(&format!("round {round}: waiter on node {na}"), wa.join(), 0)?;
+        want_ok(&format!("round {round}: waiter on node {nb}"), wb.join(), 0)?;
+    }
+    diag(&format!(
+        "rounds: {ROUNDS}, split: {splits} (waiters on CPU {ca} node {na} and CPU {cb} node {nb})"
+    ));
+    if splits == 0 {
+        return Ok(Outcome::Skip(format!(
+            "no round of {ROUNDS} split: the two first waiters always met in one table, so a split was not observed"
+        )));
+    }
+    PASS
+}
+
 /// The first line of `--help`.
 const ABOUT: &str =
     "FUTEX2_NUMA layout, node validation and write-back, node routing, waitv/requeue, shared futexes (docs/futex-abi.md section 3).";
@@ -1162,6 +1244,7 @@ fn main() {
             Case::new("concurrent-writeback-valid-node", |c| {
                 r(concurrent_writeback(c))
             }),
+            Case::new("first-waiters-split-by-node", |c| r(first_waiters_split(c))),
         ],
     );
 }
