@@ -115,12 +115,26 @@ impl SuiteCases {
     }
 }
 
+/// The `binary/case` glob that `glob` means in suite `suite`: `--test`
+/// takes `binary/case` everywhere, and `suite/binary/case` too (bisect's
+/// form) when the first part names the suite and the rest selects cases
+/// of it while the whole does not.
+pub fn in_suite(glob: &str, suite: &str, cases: &SuiteCases) -> String {
+    match glob.strip_prefix(suite).and_then(|r| r.strip_prefix('/')) {
+        Some(rest) if !rest.is_empty() && !cases.has(glob) && cases.has(rest) => rest.to_string(),
+        _ => glob.to_string(),
+    }
+}
+
 /// Checks `--test GLOB` against the suites of a run (name and cases): a
 /// glob that globset can parse and that names at least one case of one
 /// of them. The error names what exists (nextest's `--no-tests=fail`).
 pub fn check_selection(glob: &str, suites: &[(String, SuiteCases)]) -> Result<(), String> {
     crate::glob::check(glob).map_err(|why| format!("--test {glob:?}: {why}"))?;
-    if suites.iter().any(|(_, c)| c.has(glob)) {
+    if suites
+        .iter()
+        .any(|(name, c)| c.has(&in_suite(glob, name, c)))
+    {
         return Ok(());
     }
     let first = glob.split('/').next().unwrap_or(glob);
@@ -133,11 +147,10 @@ pub fn check_selection(glob: &str, suites: &[(String, SuiteCases)]) -> Result<()
             cases.examples(glob)
         ));
     }
-    let is_suite = crate::suite::SUITES.contains(&first) || suites.iter().any(|(s, _)| s == first);
+    let is_suite = crate::suite::SUITES.contains(&first) && !suites.iter().any(|(s, _)| s == first);
     if is_suite && glob.contains('/') {
-        let rest = glob[first.len()..].trim_start_matches('/');
         text.push_str(&format!(
-            " (`--test` names binary/case; bisect's suite/binary/case is --suite {first} --test {rest:?} here)"
+            " (suite {first} is not in this run: select it with --suite {first})"
         ));
     }
     Err(text)
@@ -173,18 +186,21 @@ mod tests {
             e.contains("cases such as topology/..., futex-prctl/get-fresh-is-0"),
             "{e}"
         );
-        let e = check_selection("futex/futex-prctl/*", &futex()).unwrap_err();
-        assert!(
-            e.ends_with(
-                "(`--test` names binary/case; bisect's suite/binary/case is --suite futex --test \"futex-prctl/*\" here)"
-            ),
-            "{e}"
+        // bisect's suite/binary/case is the same selection.
+        assert_eq!(check_selection("futex/futex-prctl/*", &futex()), Ok(()));
+        assert_eq!(
+            in_suite("futex/futex-prctl/*", "futex", &futex()[0].1),
+            "futex-prctl/*"
+        );
+        assert_eq!(
+            in_suite("futex-prctl/*", "futex", &futex()[0].1),
+            "futex-prctl/*"
         );
         // The suite named is not the run's.
         let smoke = vec![("smoke".to_string(), SuiteCases::builtin("smoke"))];
         let e = check_selection("futex/futex-prctl/*", &smoke).unwrap_err();
         assert!(
-            e.contains("is --suite futex --test \"futex-prctl/*\" here)"),
+            e.ends_with("(suite futex is not in this run: select it with --suite futex)"),
             "{e}"
         );
         let e = check_selection("futex-prctl/[", &futex()).unwrap_err();

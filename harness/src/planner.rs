@@ -582,7 +582,15 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
         tests.push(suite::topology_check(&req.topology));
     }
     tests.extend(req.tests);
-    if let Some(g) = req.test_glob.as_deref().filter(|g| g.contains('/')) {
+    // `suite/binary/case` selects as `binary/case` in its suite.
+    let test_glob = req.test_glob.as_deref().map(|g| {
+        crate::cases::in_suite(
+            g,
+            &req.suite_label,
+            &crate::cases::SuiteCases::tests(&tests),
+        )
+    });
+    if let Some(g) = test_glob.as_deref().filter(|g| g.contains('/')) {
         let first = g.split('/').next().unwrap_or(g);
         tests.retain(|t| t.name == "topology" || crate::glob::matches(first, &t.name));
         // One exact case of a futex binary: only it runs (`--filter` is a
@@ -635,7 +643,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
         },
         shares: req.shares,
         known_failures,
-        test_glob: req.test_glob,
+        test_glob,
     }
 }
 

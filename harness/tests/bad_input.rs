@@ -82,7 +82,11 @@ const ROWS: &[Row] = &[
     Row { args: &["run", "--kernel", "debian:7.3", "--suite", "futex", "--test", "nosuch/*"], code: 2,
         message: r#"harness: error: --test "nosuch/*" selects no case; suite futex has topology, futex-prctl, futex-resize"# },
     Row { args: &["run", "--kernel", "debian:7.3", "--test", "futex/futex-prctl/*"], code: 2,
-        message: r#"(`--test` names binary/case; bisect's suite/binary/case is --suite futex --test "futex-prctl/*" here)"# },
+        message: r#"(suite futex is not in this run: select it with --suite futex)"# },
+    // bisect's suite/binary/case form selects on run too: past the checks,
+    // the missing QEMU is the first thing wrong.
+    Row { args: &["run", "--kernel", "debian:7.3", "--suite", "futex", "--test", "futex/futex-prctl/*"], code: 69,
+        message: "/nonexistent/qemu-system-x86_64 not found" },
     Row { args: &["run", "--kernel", "debian:7.3", "--test", "futex-prctl/["], code: 2,
         message: r#"harness: error: --test "futex-prctl/[": unclosed character class; missing ']'"# },
     Row { args: &["matrix", "--matrix", "MATRIX", "--test", "nosuch/*", "--list"], code: 2,

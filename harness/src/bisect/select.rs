@@ -16,16 +16,27 @@ pub struct TestSel {
 }
 
 impl TestSel {
-    /// Parses `suite[/case glob]`.
+    /// Parses `suite[/case glob]`, or a `binary/case` glob as `run` and
+    /// `matrix` take it (the built-in suite whose binary it names).
     pub fn parse(s: &str) -> Result<TestSel, BisectError> {
         let s = s.trim();
         let (suite, glob) = match s.split_once('/') {
+            Some((a, _)) if !crate::suite::SUITES.contains(&a) => {
+                match crate::suite::SUITES
+                    .iter()
+                    .filter(|n| !crate::kselftest::is_kselftest_suite(n))
+                    .find(|n| crate::cases::SuiteCases::builtin(n).has(s))
+                {
+                    Some(n) => (*n, Some(s)),
+                    None => (a, s.split_once('/').map(|(_, b)| b)),
+                }
+            }
             Some((a, b)) => (a, Some(b)),
             None => (s, None),
         };
         if suite.is_empty() || suite.contains(['*', '?']) {
             return Err(BisectError::Usage(format!(
-                "--test {s:?}: expected suite[/case glob], e.g. futex/futex-prctl/*"
+                "--test {s:?}: expected suite[/case glob] or binary/case, e.g. futex/futex-prctl/* or futex-prctl/*"
             )));
         }
         let mut parts: Vec<String> = glob
@@ -254,6 +265,11 @@ mod tests {
         assert!(!s.binary_selected("futex-numa"));
         assert!(s.case_selected("futex-prctl/get-slots"));
         assert!(!s.case_selected("futex-numa/x"));
+        // run's and matrix's binary/case form: the suite that has it.
+        assert_eq!(
+            TestSel::parse("futex-prctl/*").unwrap(),
+            TestSel::parse("futex/futex-prctl/*").unwrap()
+        );
         let s = TestSel::parse("futex/futex-prctl").unwrap();
         assert!(s.case_selected("futex-prctl/get-slots"));
         assert!(s.case_selected("futex-prctl/<exit>"));
