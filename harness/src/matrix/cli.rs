@@ -42,8 +42,6 @@ pub struct Request {
     pub shard: Option<String>,
     /// Stop starting cells after the first unexpected result.
     pub fail_fast: bool,
-    /// Run every cell whatever happens (the default).
-    pub keep_going: bool,
     /// Only the cells that did not pass in the last aggregate report under --out.
     pub rerun_failed: bool,
     /// Reports and logs.

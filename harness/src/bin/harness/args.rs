@@ -128,7 +128,6 @@ impl MatrixArgs {
             json: self.json,
             shard: self.shard,
             fail_fast: self.fail_fast,
-            keep_going: self.keep_going,
             rerun_failed: self.rerun_failed,
             out: self.out,
             debian_mirror: self.debian_mirror,
