@@ -115,11 +115,11 @@ pub fn vm_spec(
 }
 
 /// QEMU's whole command line as one line (`qemu-argv.txt`, `--dry-run`):
-/// the words joined by spaces, as QEMU gets them.
+/// each word shell-quoted, so that a shell gives QEMU exactly these words.
 pub fn argv_line(qemu: &Path, vm: &VmSpec) -> String {
     std::iter::once(qemu.as_os_str().to_os_string())
         .chain(crate::qemu::argv(vm))
-        .map(|a| a.to_string_lossy().into_owned())
+        .map(|a| crate::debug::shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -286,6 +286,16 @@ mod tests {
             vec![],
         );
         let text = describe(&spec, &guest, "/usr/bin/qemu-system-x86_64".as_ref(), &vm);
+        // The printed line is what a shell splits back into QEMU's words.
+        let line = text.lines().find_map(|l| l.strip_prefix("qemu: ")).unwrap();
+        let words: Vec<String> = std::iter::once("/usr/bin/qemu-system-x86_64".to_string())
+            .chain(
+                crate::qemu::argv(&vm)
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned()),
+            )
+            .collect();
+        assert_eq!(shlex::split(line).unwrap(), words, "{line}");
         for want in [
             "kernel: debian:7.3.4 (/cache/vmlinuz)\n",
             "guest env: FUTEX_RACE_SERIALIZE=1\n",
