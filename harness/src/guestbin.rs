@@ -68,6 +68,9 @@ pub fn embedded() -> &'static Tree {
 pub struct GuestBins {
     /// Directory holding `guest-init`, `smoke`, ...
     pub dir: PathBuf,
+    /// Whether [`GuestBins::path`] checks the file (not for a plan of
+    /// where they would be: `--dry-run`).
+    checked: bool,
 }
 
 impl GuestBins {
@@ -76,7 +79,10 @@ impl GuestBins {
     /// The name is historical: nothing is built any more.
     pub fn locate_or_build() -> Result<GuestBins, GuestBinError> {
         if let Some(dir) = std::env::var_os(GUEST_BIN_DIR_ENV) {
-            return Ok(GuestBins { dir: dir.into() });
+            return Ok(GuestBins {
+                dir: dir.into(),
+                checked: true,
+            });
         }
         GuestBins::embedded_in(&Cache::from_env()?)
     }
@@ -85,12 +91,33 @@ impl GuestBins {
     /// executable, unless they are there already).
     pub fn embedded_in(cache: &Cache) -> Result<GuestBins, GuestBinError> {
         let dir = materialise(cache, "guest-bins", embedded(), 0o755)?;
-        Ok(GuestBins { dir })
+        Ok(GuestBins { dir, checked: true })
+    }
+
+    /// Where the binaries would be, not checked (`--dry-run`: nothing is
+    /// unpacked for a plan).
+    pub fn planned(dir: PathBuf) -> GuestBins {
+        GuestBins {
+            dir,
+            checked: false,
+        }
+    }
+
+    /// Checks a binary from elsewhere (busybox) to be static, as
+    /// [`GuestBins::path`] does its own: not in a plan.
+    pub fn check_external(&self, path: &Path) -> Result<(), GuestBinError> {
+        if self.checked {
+            check_static(path)?;
+        }
+        Ok(())
     }
 
     /// Path of a built-in binary, checked to be static.
     pub fn path(&self, name: &str) -> Result<PathBuf, GuestBinError> {
         let p = self.dir.join(name);
+        if !self.checked {
+            return Ok(p);
+        }
         if !p.is_file() {
             return Err(GuestBinError::Missing {
                 name: name.into(),

@@ -13,6 +13,7 @@ pub mod console_bridge;
 pub mod costs;
 pub mod debug;
 pub mod doctor;
+pub mod dry_run;
 pub mod error;
 pub mod events;
 pub mod fill;

@@ -379,7 +379,7 @@ pub fn plan(
             Binary::Builtin(b) => (b.to_string(), bins.path(b)?),
             Binary::Host(p) => (format!("user-{}", t.name), p.clone()),
             Binary::External { file, path } => {
-                crate::guestbin::check_static(path)?;
+                bins.check_external(path)?;
                 (file.clone(), path.clone())
             }
         };

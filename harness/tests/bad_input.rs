@@ -404,3 +404,75 @@ fn a_matrix_listing_goes_to_the_json_file_given() {
         "{text}"
     );
 }
+
+/// `run --dry-run` with no QEMU and an empty cache: exit 0, the plan with
+/// what would be fetched or built, QEMU's words shell-quoted; the cache
+/// and `--out` are never created.
+#[test]
+fn a_dry_run_does_nothing_and_says_what_would_be_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&[&str], &[&str])] = &[
+        (
+            &["--kernel", "debian:7.3", "--suite", "futex", "--topology", "nodes=2,cpus=1"],
+            &[
+                "dry run: nothing was fetched, built, written or started\n",
+                "would download the package index of http://127.0.0.1:9/debian and the newest 7.3 cloud-amd64 kernel into ",
+                "would unpack the guest binaries into ",
+                "  futex-numa: /harness/bin/futex-numa --expect prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,version=7.3 (timeout 600 s)\n",
+                "qemu: qemu-system-x86_64 -nodefaults ",
+                "note: QEMU is not usable here",
+            ],
+        ),
+        (
+            &["--kernel", "debian:7.3", "--suite", "kselftest-futex"],
+            &["would build the upstream futex selftests (from Debian's linux-source of the kernel's series)"],
+        ),
+        (
+            &["--kernel", "source:7.3-immutable", "--suite", "futex"],
+            &[
+                "would build kernels/7.3-immutable.yaml (its base fetched first) into ",
+                "--expect prctl=1,private_hash=1,immutable=1,",
+            ],
+        ),
+        (
+            &["--kernel", "debian:7.3", "--exec", "echo 'a b'"],
+            &[
+                "would fetch Debian's busybox-static (the guest's shell) into the cache\n",
+                "  exec-1: /bin/sh -c 'echo '\\''a b'\\''' (timeout 120 s)\n",
+            ],
+        ),
+    ];
+    for (args, wants) in cases {
+        let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .arg("run")
+            .args(*args)
+            .args(["--dry-run", "--out", "out"])
+            .current_dir(dir.path())
+            .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+            .env("HARNESS_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+            .env("HARNESS_CACHE_DIR", dir.path().join("cache"))
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{args:?}\n{out}\n{err}");
+        for w in *wants {
+            assert!(out.contains(w), "{args:?}: {w:?} not in\n{out}");
+        }
+        // QEMU's line is what a shell splits into QEMU's words: the
+        // command line is one word.
+        let line = out.lines().find_map(|l| l.strip_prefix("qemu: ")).unwrap();
+        let words = shlex::split(line).unwrap();
+        assert_eq!(words[0], "qemu-system-x86_64", "{line}");
+        let append = words.iter().position(|w| w == "-append").unwrap();
+        assert!(words[append + 1].contains(" rdinit=/init "), "{line}");
+        assert!(
+            !dir.path().join("cache").exists(),
+            "{args:?}: the cache was written"
+        );
+        assert!(
+            !dir.path().join("out").exists(),
+            "{args:?}: --out was created"
+        );
+    }
+}

@@ -78,6 +78,21 @@ pub fn vm_spec(
     attempt: u32,
     shares: Vec<FsDevice>,
 ) -> VmSpec {
+    // Its PVH ELF where it has one: no decompression in the guest.
+    let kernel = crate::kernel::pvh::boot_image(&spec.kernel_image);
+    vm_spec_booting(spec, kernel, accel, initrd, dir, attempt, shares)
+}
+
+/// [`vm_spec`] booting `kernel` as it is (`--dry-run` unpacks no PVH ELF).
+fn vm_spec_booting(
+    spec: &CellSpec,
+    kernel: PathBuf,
+    accel: Accel,
+    initrd: &Path,
+    dir: &Path,
+    attempt: u32,
+    shares: Vec<FsDevice>,
+) -> VmSpec {
     let sock = |what: &str| dir.join(format!("{what}-{attempt}.sock"));
     // Under TCG, the delay-loop constant an earlier boot of this image
     // printed: the secondary CPUs then skip calibrating (kernel::lpj).
@@ -98,8 +113,7 @@ pub fn vm_spec(
         accel,
         tcg_thread: spec.tcg_thread,
         topology: spec.topology.clone(),
-        // Its PVH ELF where it has one: no decompression in the guest.
-        kernel: crate::kernel::pvh::boot_image(&spec.kernel_image),
+        kernel,
         initrd: initrd.to_path_buf(),
         cmdline_extra: cmdline,
         console_socket: sock("console"),
@@ -191,31 +205,23 @@ pub fn describe(spec: &CellSpec, guest: &Guest, qemu: &Path, vm: &VmSpec) -> Str
     s
 }
 
-/// `--dry-run`: the plan of `spec` as [`describe`] says it, built as a
-/// boot would build it but in a temp directory (the cell's output
-/// directory is left alone), with nothing started.
-pub fn dry_run(
-    spec: &CellSpec,
-    shares: &ShareSetup,
-    qemu: &crate::host::Qemu,
-    bins: &GuestBins,
-) -> Result<String, CellError> {
-    let tmp = super::private_dir("harness-dry-run-")?;
-    let mut in_tmp = spec.clone();
-    in_tmp.out_dir = tmp.path().to_path_buf();
-    let guest = guest(&in_tmp, shares, bins)?;
-    let devices = guest
-        .shares
-        .exports
-        .iter()
-        .map(|e| FsDevice {
-            tag: e.tag.clone(),
-            socket: dry_run_socket_dir().join(format!("vfs-{}.sock", e.tag)),
-        })
-        .collect();
-    let initrd = dry_run_socket_dir().join("initramfs.cpio");
-    let vm = vm_spec(spec, spec.accel, &initrd, &dry_run_socket_dir(), 1, devices);
-    Ok(describe(spec, &guest, &qemu.path, &vm))
+/// `--dry-run` with nothing done: the plan of `spec` without shares and
+/// with the guest binaries where they would be ([`GuestBins::planned`]);
+/// the kernel image as named (a run boots its PVH ELF where it has one).
+pub fn planned(spec: &CellSpec, qemu: &Path, bins: &GuestBins) -> Result<String, CellError> {
+    let guest = guest(spec, &ShareSetup::none(), bins)?;
+    let dir = dry_run_socket_dir();
+    let initrd = dir.join("initramfs.cpio");
+    let vm = vm_spec_booting(
+        spec,
+        spec.kernel_image.clone(),
+        spec.accel,
+        &initrd,
+        &dir,
+        1,
+        vec![],
+    );
+    Ok(describe(spec, &guest, qemu, &vm))
 }
 
 /// Where `--dry-run` says the sockets are (they exist only while a VM runs).

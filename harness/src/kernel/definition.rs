@@ -344,7 +344,7 @@ pub fn check_known(name: &str) -> Result<(), DefinitionError> {
 
 /// `$HARNESS_KERNELS_DIR`, else the first `kernels/` with `fragments/` in
 /// the current directory or its ancestors.
-fn users_kernels_dir() -> Option<PathBuf> {
+pub fn users_kernels_dir() -> Option<PathBuf> {
     if let Some(d) = std::env::var_os(KERNELS_DIR_ENV).filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(d));
     }

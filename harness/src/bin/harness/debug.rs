@@ -76,22 +76,25 @@ pub enum DumpWhat {
 }
 
 impl DebugArgs {
-    /// Adds the options to `req`: `--exec` tests (after the suite's),
-    /// busybox when a shell is needed, the gdbstub in the cell's directory.
-    pub async fn apply(
-        &self,
-        req: &mut CellRequest,
-        session: &mut Session,
-        reporters: &mut Reporters,
-    ) -> Result<(), Error> {
-        let mut opts = DebugOptions {
+    /// The options as a plan (`--dry-run`): what [`DebugArgs::apply`]
+    /// sets, without fetching busybox (its path is the cache's).
+    pub fn planned(&self, out_dir: &std::path::Path) -> DebugOptions {
+        let mut opts = self.options(out_dir);
+        if !self.exec.is_empty() || opts.shell.is_some() {
+            opts.busybox = Some(std::path::PathBuf::from("<cache>/busybox/busybox"));
+        }
+        opts
+    }
+
+    fn options(&self, out_dir: &std::path::Path) -> DebugOptions {
+        DebugOptions {
             qemu_args: self.qemu_args.clone(),
             shell: self.shell.map(|s| match s {
                 ShellWhen::After => ShellMode::After,
                 ShellWhen::Only => ShellMode::Only,
             }),
             gdb: self.gdb.as_deref().map(|g| GdbStub {
-                listen: harness::debug::gdb_listen(g, &req.out_dir),
+                listen: harness::debug::gdb_listen(g, out_dir),
                 wait: !self.gdb_no_wait,
             }),
             dump: self.dump_on_panic.map(|f| match f {
@@ -102,7 +105,18 @@ impl DebugArgs {
             }),
             live: self.live,
             busybox: None,
-        };
+        }
+    }
+
+    /// Adds the options to `req`: `--exec` tests (after the suite's),
+    /// busybox when a shell is needed, the gdbstub in the cell's directory.
+    pub async fn apply(
+        &self,
+        req: &mut CellRequest,
+        session: &mut Session,
+        reporters: &mut Reporters,
+    ) -> Result<(), Error> {
+        let mut opts = self.options(&req.out_dir);
         if !self.exec.is_empty() || opts.shell.is_some() {
             let busybox = session.busybox(reporters).await?;
             let timeout = Duration::from_secs(self.exec_timeout);
@@ -119,14 +133,8 @@ impl DebugArgs {
         Ok(())
     }
 
-    /// What is said before the boot: with `--dry-run` the plan (and the
-    /// run ends here: `Some(exit status)`), with `--gdb` the command.
-    pub fn before_boot(
-        &self,
-        cell: &ReadyCell,
-        session: &Session,
-        reporters: &mut Reporters,
-    ) -> Result<Option<u8>, Error> {
+    /// What is said before the boot: with `--gdb` the command.
+    pub fn before_boot(&self, cell: &ReadyCell, reporters: &mut Reporters) -> Result<(), Error> {
         if let Some(stub) = &cell.spec.debug.gdb {
             if let harness::qemu::GdbListen::Unix(p) = &stub.listen {
                 // sun_path holds 108 bytes with the NUL.
@@ -155,15 +163,6 @@ impl DebugArgs {
                 reporters.step("gdb: the guest waits for gdb to `continue` (or `detach`)")?;
             }
         }
-        if !self.dry_run {
-            return Ok(None);
-        }
-        let bins = session.built_guest_bins().ok_or_else(|| {
-            Error::infra("internal error: guest binaries not built before --dry-run")
-        })?;
-        let text = harness::cell::bootplan::dry_run(&cell.spec, &cell.shares, &session.qemu, &bins)
-            .map_err(Error::infra)?;
-        print!("{text}");
-        Ok(Some(0))
+        Ok(())
     }
 }

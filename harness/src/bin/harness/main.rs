@@ -419,6 +419,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         .map(|w| suite::guest_env(w))
         .collect::<Result<Vec<_>, _>>()
         .map_err(Error::usage)?;
+    if args.debug.dry_run {
+        return dry_run(&args, &kernel, topology, user_tests, guest_env, repeat);
+    }
     let junit_path = args.junit.clone();
 
     let exit = ExitStatus::new();
@@ -484,33 +487,18 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
             e => Error::infra(e),
         })?;
 
-    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
-    let out_dir = args.out.join(name.replace('/', "_"));
-    let mut req = CellRequest::new(
-        &args.kernel,
+    let mut req = cell_request(
+        &args,
         resolved.path.clone(),
-        &args.topology,
         topology,
-        &args.suite,
         tests,
         accel,
-        out_dir.clone(),
+        expect,
+        repeat,
+        guest_env,
     );
-    req.topology_check = !args.no_topology_check;
-    req.tcg_thread = args.tcg_thread;
-    req.cmdline = args
-        .append
-        .as_deref()
-        .map(|a| a.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
-    req.watchdog = args.timeout.map(Duration::from_secs);
-    req.timeout_scale = args.timeout_scale;
-    req.boot_retries = args.boot_retries;
-    req.expect = expect;
+    let out_dir = req.out_dir.clone();
     req.shares = shares;
-    req.test_glob = args.test.clone();
-    req.repeat = repeat;
-    req.guest_env = guest_env;
     req.kernel_facts = Some(harness::reporter::kcidb::kernel_facts(
         &args.kernel,
         &resolved,
@@ -537,9 +525,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     );
     // Built before the handlers: a signal during the build ends it at once.
     session.guest_bins(&mut reporters).await?;
-    if let Some(code) = args.debug.before_boot(&cell, &session, &mut reporters)? {
-        return Ok(code);
-    }
+    args.debug.before_boot(&cell, &mut reporters)?;
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();
@@ -560,6 +546,124 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     )
     .await?;
     Ok(exit.code())
+}
+
+/// `run --dry-run`: the plan of the cell with nothing done (no QEMU
+/// needed; nothing fetched, built, unpacked or created:
+/// `harness::dry_run`). Says what would be fetched or built.
+fn dry_run(
+    args: &RunArgs,
+    kernel: &KernelSpec,
+    topology: Topology,
+    user_tests: Vec<harness::suite::SuiteTest>,
+    guest_env: Vec<(String, String)>,
+    repeat: Option<harness::repeat::Repeat>,
+) -> Result<u8, Error> {
+    use harness::dry_run;
+    let cache = harness::kernel::cache::Cache::from_env().map_err(Error::infra)?;
+    let k = dry_run::kernel(kernel, args.debian_mirror.as_deref(), &cache);
+    let mut would = k.would.clone();
+    let (qemu, qemu_note) = dry_run::qemu();
+    let (accel, _) = host::choose_accel(args.accel, &host::probe_kvm()).map_err(Error::infra)?;
+    // The expectations a run would give: the version's row, the
+    // definition's, --expect over them.
+    let (def_version, def_expect) = dry_run::definition_facts(kernel).map_err(Error::usage)?;
+    let expect = harness::kernelspec::ResolvedKernel {
+        path: k.image.clone(),
+        version: k.version.clone().or(def_version),
+        description: String::new(),
+        expect: def_expect,
+        origin: harness::kernelspec::KernelOrigin::Path,
+    }
+    .expectations(args.expect.as_deref())
+    .map_err(|e| Error::usage(format!("--expect: {e}")))?;
+    let mut tests = if harness::suite::is_kselftest_suite(&args.suite) {
+        would.push(format!(
+            "build the upstream futex selftests ({}) into the cache: their programs are this cell's tests",
+            args.kselftest_tree
+                .as_deref()
+                .unwrap_or("from Debian's linux-source of the kernel's series")
+        ));
+        vec![]
+    } else {
+        harness::suite::builtin(&args.suite, expect.as_deref()).map_err(Error::usage)?
+    };
+    tests.extend(user_tests);
+    let (bins, unpack) = dry_run::guest_bins(&cache);
+    would.extend(unpack);
+    let debug = args.debug.planned(&args.out);
+    if let Some(busybox) = &debug.busybox {
+        would.push("fetch Debian's busybox-static (the guest's shell) into the cache".into());
+        let timeout = Duration::from_secs(args.debug.exec_timeout);
+        for (i, cmd) in args.debug.exec.iter().enumerate() {
+            tests.push(harness::debug::exec_test(i + 1, cmd, busybox, timeout));
+        }
+    }
+    let mut req = cell_request(
+        args,
+        k.image.clone(),
+        topology,
+        tests,
+        accel,
+        expect,
+        repeat,
+        guest_env,
+    );
+    let out_dir = req.out_dir.clone();
+    req.topology_check &= debug.shell != Some(harness::debug::ShellMode::Only);
+    req.debug = args.debug.planned(&req.out_dir);
+    let cell = harness::planner::cell(0, req);
+    let plan = harness::cell::bootplan::planned(&cell.spec, &qemu, &bins).map_err(Error::infra)?;
+    let mut text = dry_run::text(&would, &out_dir, &plan);
+    if let Some(n) = qemu_note {
+        text.push_str(&format!("note: {n}\n"));
+    }
+    text.push_str(
+        "note: shares (the artifacts share, --share) are decided at run time, with virtiofsd and the kernel's virtiofs support\n",
+    );
+    print!("{text}");
+    Ok(EXIT_OK)
+}
+
+/// The cell request `run` makes of its arguments (a run and its
+/// `--dry-run` alike); the caller adds shares and debugging.
+#[allow(clippy::too_many_arguments)]
+fn cell_request(
+    args: &RunArgs,
+    image: PathBuf,
+    topology: Topology,
+    tests: Vec<harness::suite::SuiteTest>,
+    accel: harness::qemu::Accel,
+    expect: Option<String>,
+    repeat: Option<harness::repeat::Repeat>,
+    guest_env: Vec<(String, String)>,
+) -> CellRequest {
+    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
+    let mut req = CellRequest::new(
+        &args.kernel,
+        image,
+        &args.topology,
+        topology,
+        &args.suite,
+        tests,
+        accel,
+        args.out.join(name.replace('/', "_")),
+    );
+    req.topology_check = !args.no_topology_check;
+    req.tcg_thread = args.tcg_thread;
+    req.cmdline = args
+        .append
+        .as_deref()
+        .map(|a| a.split_whitespace().map(String::from).collect())
+        .unwrap_or_default();
+    req.watchdog = args.timeout.map(Duration::from_secs);
+    req.timeout_scale = args.timeout_scale;
+    req.boot_retries = args.boot_retries;
+    req.expect = expect;
+    req.test_glob = args.test.clone();
+    req.repeat = repeat;
+    req.guest_env = guest_env;
+    req
 }
 
 /// A progress bar for a kernel download.
