@@ -1,7 +1,10 @@
 //! Known failures over a whole run: which entries were exercised (a cell
 //! they apply to reported a case they name) and which of those excused
-//! nothing anywhere: stale, listed by the terminal summary and the JSON
-//! results so an entry that outlived its bug is seen and removed.
+//! nothing anywhere. Such an entry is stale, listed by the terminal summary
+//! and the JSON results so an entry that outlived its bug is seen and
+//! removed; unless it declares itself `intermittent:` (a race that fires in
+//! some runs only, with how often it was seen), which one run cannot call
+//! stale: it is listed apart, as unseen.
 //!
 //! Architecture invariant: the decision "this failure is that entry's" is
 //! [`crate::verdict::cases`]'s alone; this module only counts its results.
@@ -46,13 +49,22 @@ impl Staleness {
     }
 
     /// Entries exercised by the run that excused no failure, in position
-    /// order.
+    /// order: the ones that are not intermittent.
     pub fn stale(&self) -> Vec<&KnownFailure> {
+        self.unused().filter(|k| k.intermittent.is_none()).collect()
+    }
+
+    /// Intermittent entries exercised by the run that excused no failure
+    /// (this run did not hit the race), in position order.
+    pub fn unseen(&self) -> Vec<&KnownFailure> {
+        self.unused().filter(|k| k.intermittent.is_some()).collect()
+    }
+
+    fn unused(&self) -> impl Iterator<Item = &KnownFailure> {
         self.exercised
             .iter()
             .filter(|(at, _)| !self.used.contains(*at))
             .map(|(_, k)| k)
-            .collect()
     }
 }
 
@@ -71,6 +83,7 @@ mod tests {
             suite: "s".into(),
             at: at.into(),
             accel: None,
+            intermittent: None,
         }
     }
 
@@ -121,6 +134,37 @@ mod tests {
         };
         s.observe(&outcome(vec![used], known, "tcg"));
         assert!(s.stale().is_empty());
+    }
+
+    #[test]
+    fn an_intermittent_entry_that_excused_nothing_is_unseen_not_stale() {
+        let mut racy = entry("m.yaml:2:5", "a/*");
+        racy.intermittent = Some("2 of 6 full tiers".into());
+        let known = vec![entry("m.yaml:1:5", "a/*"), racy];
+        let mut s = Staleness::default();
+        let pass = Case {
+            name: "a/y".into(),
+            status: CaseStatus::Pass,
+        };
+        s.observe(&outcome(vec![pass], known, "tcg"));
+        let at =
+            |v: Vec<&KnownFailure>| -> Vec<String> { v.iter().map(|k| k.at.clone()).collect() };
+        assert_eq!(at(s.stale()), ["m.yaml:1:5"]);
+        assert_eq!(at(s.unseen()), ["m.yaml:2:5"]);
+        // Once it fires, it is neither.
+        let fired = Case {
+            name: "a/y".into(),
+            status: CaseStatus::Xfail {
+                message: "m".into(),
+                text: String::new(),
+                reason: "r".into(),
+                entry: "m.yaml:2:5".into(),
+            },
+        };
+        let mut racy = entry("m.yaml:2:5", "a/*");
+        racy.intermittent = Some("2 of 6 full tiers".into());
+        s.observe(&outcome(vec![fired], vec![racy], "tcg"));
+        assert!(s.unseen().is_empty());
     }
 
     #[test]

@@ -143,6 +143,10 @@ pub struct KnownFailure {
     /// Where it is declared (`matrix.yaml:85:9`): its identity in reports,
     /// and how a stale entry is found again.
     pub at: String,
+    /// For a failure that fires in some runs only (a race): how often it
+    /// was seen, as measured. A run in which it excused nothing reports it
+    /// as unseen, not stale ([`crate::known::Staleness`]).
+    pub intermittent: Option<String>,
 }
 
 impl KnownFailure {

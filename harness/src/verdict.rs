@@ -967,6 +967,7 @@ mod known_failure_tests {
             suite: "s".into(),
             at: "matrix.yaml:9:9".into(),
             accel: None,
+            intermittent: None,
         }
     }
 

@@ -2,7 +2,8 @@
 //! KernelCI's own validator (`kcidb_common`): fixtures of every status, a
 //! patched `source:` kernel, a benchmark and a panicking guest; stable ids;
 //! old results files; usage errors; a real 2-cell matrix, and a real cell
-//! with a known failure (xfail in every report, an unused entry stale) (VM tier).
+//! with a known failure (xfail in every report, an unused entry stale, an
+//! unused intermittent one unseen) (VM tier).
 
 mod common;
 mod kcidb_common;
@@ -474,6 +475,11 @@ suites:
         message: 'exited with status 1'
         kernel: [debian-7.3]
         reason: 'outlived its bug'
+      - case: exits0
+        message: 'exited with status 2'
+        kernel: [debian-7.3]
+        reason: 'a race'
+        intermittent: '1 of 3 runs'
 overrides:
   - accel: tcg
 ";
@@ -513,6 +519,7 @@ fn a_known_failure_is_xfail_in_every_report_and_an_unused_entry_stale() {
     assert_eq!(r.status.code(), Some(0), "{stdout}\n{stderr}");
     let entry = format!("{}:13:7", m.display());
     let stale_entry = format!("{}:17:7", m.display());
+    let unseen_entry = format!("{}:21:7", m.display());
     // Terminal: the cell line counts it, the case is shown with its entry.
     assert!(
         stderr.contains("PASS debian-7.3/1n/faults (")
@@ -529,6 +536,13 @@ fn a_known_failure_is_xfail_in_every_report_and_an_unused_entry_stale() {
         stdout.contains(&format!(
             "STALE known failure {stale_entry} (suite faults, case exits0"
         )),
+        "{stdout}"
+    );
+    // The intermittent entry that did not fire is unseen, not stale.
+    assert!(
+        stdout.contains(&format!(
+            "UNSEEN intermittent known failure {unseen_entry} (suite faults, case exits0, message \"exited with status 2\"): did not fire in this run (seen: 1 of 3 runs)"
+        )) && !stdout.contains(&format!("STALE known failure {unseen_entry}")),
         "{stdout}"
     );
 
@@ -575,6 +589,15 @@ fn a_known_failure_is_xfail_in_every_report_and_an_unused_entry_stale() {
     let stale = results["run"]["stale_known_failures"].as_array().unwrap();
     assert_eq!(stale.len(), 1, "{stale:?}");
     assert_eq!(stale[0]["entry"], stale_entry.as_str());
+    let unseen = results["run"]["unseen_known_failures"].as_array().unwrap();
+    assert_eq!(unseen.len(), 1, "{unseen:?}");
+    assert_eq!(
+        (&unseen[0]["entry"], &unseen[0]["intermittent"]),
+        (
+            &Value::from(unseen_entry.as_str()),
+            &Value::from("1 of 3 runs")
+        )
+    );
 
     // KCIDB, checked by kcidb-io: FAIL (the kernel did fail), marked, and
     // tied by an incident to the known failure's issue.

@@ -253,6 +253,10 @@ fn known_failure_error_cases() -> Vec<(String, String)> {
             "m.yaml:17:9: suite \"futex\": known_failures[1]: case \"kselftest/*\" names no case of this suite (it has e.g. topology/..., futex-prctl/get-fresh-is-0, futex-prctl/get-after-futex-ops-is-0, futex-resize/wait-private-resize, futex-resize/wait-global-resize, futex-immutable/get-immutable-fresh, futex-immutable/set-immutable, futex-numa/flag-accepted, ...)",
         ),
         (
+            format!("      - case: futex-prctl/set-2\n{ok}        intermittent: \" \"\n"),
+            "m.yaml:21:9: suite \"futex\": known_failures[1]: intermittent: expected how often the failure was seen (e.g. \"2 of 6 full tiers\")",
+        ),
+        (
             "      - {case: futex-prctl/set-2, reason: r, accel: qemu, message: m, kernel: [debian-7.3]}\n".to_string(),
             "m.yaml:17:46: suite \"futex\": known_failures accel \"qemu\": expected tcg or kvm",
         ),
@@ -278,6 +282,7 @@ fn known_failures_keep_their_message_kernel_globs_and_position() {
     assert_eq!(k.kernels, ["k73"]);
     assert_eq!(k.suite, "futex");
     assert_eq!(k.at, "m.yaml:18:7");
+    assert_eq!(k.intermittent, None);
     assert!(k.applies_to_kernel("k73") && !k.applies_to_kernel("k616"));
 }
 

@@ -136,7 +136,18 @@ fn every_cell_status_benchmarks_kernel_facts_panics_and_repeats_are_valid() {
         attempt: 1,
         line: "[    0.9] traps: PANIC: double fault, error_code: 0x0".into(),
     }];
+    // An intermittent known failure that did not fire in this run.
+    let known = &mut outcomes[0].result.as_mut().unwrap().known_failures;
+    let mut racy = known[0].clone();
+    racy.at = "matrix.yaml:90:9".into();
+    racy.message = "a race that did not fire".into();
+    racy.intermittent = Some("1 of 6 full tiers".into());
+    known.push(racy);
     let doc = results_of(&outcomes, d.path());
+    assert_eq!(
+        doc["run"]["unseen_known_failures"][0]["intermittent"],
+        "1 of 6 full tiers"
+    );
     let cells = doc["cells"].as_array().unwrap();
     assert_eq!(cells[0]["vm"]["boot_retries"][0]["attempt"], 1);
     assert_eq!(cells[1]["vm"]["boot_retries"], json!([]));

@@ -140,6 +140,9 @@ pub struct RawKnownFailure {
     /// Only on kernels whose name matches one of these globs; default:
     /// every kernel.
     pub kernel: Option<Vec<String>>,
+    /// A failure that fires in some runs only: how often it was seen, as
+    /// measured (`"3 of 6 full tiers"`).
+    pub intermittent: Option<String>,
 }
 
 /// One test of a custom suite.

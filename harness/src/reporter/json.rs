@@ -27,7 +27,8 @@ pub struct Json {
     cells: Vec<Value>,
     /// The cells that ran, for the run's phases.
     ran: Vec<CellTimes>,
-    /// Known-failure entries that excused nothing (`run.stale_known_failures`).
+    /// Known-failure entries that excused nothing (`run.stale_known_failures`,
+    /// `run.unseen_known_failures`).
     staleness: crate::known::Staleness,
 }
 
@@ -44,23 +45,25 @@ impl Json {
     }
 
     fn write(&mut self) -> Result<(), ReportError> {
-        let stale: Vec<Value> = self
-            .staleness
-            .stale()
-            .into_iter()
-            .map(|k| {
-                json!({
-                    "entry": k.at,
-                    "suite": k.suite,
-                    "case": k.case,
-                    "message": k.message,
-                    "kernels": k.kernels,
-                    "reason": k.reason,
-                })
-            })
-            .collect();
+        let entry = |k: &crate::result::KnownFailure| {
+            let mut v = json!({
+                "entry": k.at,
+                "suite": k.suite,
+                "case": k.case,
+                "message": k.message,
+                "kernels": k.kernels,
+                "reason": k.reason,
+            });
+            if let (Some(i), Some(o)) = (&k.intermittent, v.as_object_mut()) {
+                o.insert("intermittent".into(), i.clone().into());
+            }
+            v
+        };
+        let stale: Vec<Value> = self.staleness.stale().into_iter().map(entry).collect();
+        let unseen: Vec<Value> = self.staleness.unseen().into_iter().map(entry).collect();
         if let Some(run) = self.run.as_object_mut() {
             run.insert("stale_known_failures".into(), stale.into());
+            run.insert("unseen_known_failures".into(), unseen.into());
         }
         let doc = json!({
             "schema_version": SCHEMA_VERSION,

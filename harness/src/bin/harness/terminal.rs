@@ -292,6 +292,13 @@ impl Reporter for Terminal {
                         k.describe()
                     );
                 }
+                for k in self.staleness.unseen() {
+                    println!(
+                        "UNSEEN intermittent known failure {}: did not fire in this run (seen: {})",
+                        k.describe(),
+                        k.intermittent.as_deref().unwrap_or_default()
+                    );
+                }
                 for l in &self.footer {
                     println!("{l}");
                 }

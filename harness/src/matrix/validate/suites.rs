@@ -200,7 +200,8 @@ fn custom_test(cx: &Ctx, name: &str, t: RawTest) -> Result<SuiteTest, MatrixErro
 /// `known_failures:` of suite `name`. Each entry names one failure
 /// exactly: `case:` a glob naming cases the suite has, `message:` a glob
 /// over the failure's one-line message, `kernel:` at least one glob that
-/// names a declared kernel, `reason:`; `accel:` `tcg` or `kvm` if given.
+/// names a declared kernel, `reason:`; `accel:` `tcg` or `kvm` if given;
+/// `intermittent:` (how often it was seen) for a failure of some runs only.
 /// The entry keeps its position, its identity in every report.
 fn known_failures(
     cx: &Ctx,
@@ -284,6 +285,15 @@ fn known_failures(
                 ));
             }
         }
+        if k.intermittent
+            .as_deref()
+            .is_some_and(|i| i.trim().is_empty())
+        {
+            return Err(err(
+                at_field("intermittent"),
+                "intermittent: expected how often the failure was seen (e.g. \"2 of 6 full tiers\")".into(),
+            ));
+        }
         let at = match entry {
             Some((line, column)) => format!("{}:{line}:{column}", cx.path.display()),
             None => format!("{}: suite {name}, known_failures[{i}]", cx.path.display()),
@@ -296,6 +306,7 @@ fn known_failures(
             kernels: globs,
             suite: name.to_string(),
             at,
+            intermittent: k.intermittent,
         });
     }
     Ok(known_failures)
