@@ -138,6 +138,10 @@ pub mod exit {
             "the cells of ./matrix.yaml (or the built-in one)",
         ),
         (
+            "harness matrix --dry-run --kernel debian-7.3",
+            "each of those cells' plan and QEMU command, nothing done",
+        ),
+        (
             "harness matrix -j auto --json results.json",
             "every cell at the machine's width, results in one JSON file",
         ),

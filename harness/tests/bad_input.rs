@@ -107,6 +107,12 @@ const ROWS: &[Row] = &[
         message: "invalid value 'bogus' for '--accel <ACCEL>'" },
     Row { args: &["run", "--topology", "nodes=1"], code: 2,
         message: "the following required arguments were not provided:\n  --kernel <KERNEL>" },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--list", "--dry-run"], code: 2,
+        message: "error: the argument '--list' cannot be used with '--dry-run'" },
+    Row { args: &["matrix", "--matrix", "MATRIX", "--dry-run", "--test", "nosuch/*"], code: 2,
+        message: "harness: error: --test \"nosuch/*\" selects no case; suite smoke has" },
+    Row { args: &["bisect", "--dry-run", "--tree", "NOTLINUX", "--good", "v1", "--bad", "v2", "--test", "futex/futex-prctl/*"], code: 2,
+        message: "has no top-level Makefile: not a Linux kernel tree" },
     Row { args: &["matrix", "--matrix", "/nonexistent.yaml"], code: 2,
         message: "harness: error: /nonexistent.yaml: cannot read: No such file or directory (os error 2)\n" },
     Row { args: &["matrix", "--matrix", "MATRIX", "--kernel", "typo"], code: 2,
@@ -474,5 +480,146 @@ fn a_dry_run_does_nothing_and_says_what_would_be_done() {
             !dir.path().join("out").exists(),
             "{args:?}: --out was created"
         );
+    }
+}
+
+/// `matrix --dry-run` and `bisect --dry-run` with no QEMU and an empty
+/// cache: exit 0, each cell's plan (the shared kernel work said once) and
+/// the bisection's range, step command and step cell; the cache, `--out`
+/// and the bisected tree (its HEAD, index and refs) are left as they were.
+#[test]
+fn matrix_and_bisect_dry_runs_do_nothing_and_say_what_would_be_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let harness = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+            .env("HARNESS_DEBIAN_MIRROR", "http://127.0.0.1:9/debian")
+            .env("HARNESS_CACHE_DIR", dir.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+    // The built-in matrix (no matrix.yaml here), two kernels x one topology.
+    let o = harness(&[
+        "matrix",
+        "--dry-run",
+        "--kernel",
+        "debian-7.3,source-7.3",
+        "--topology",
+        "2n2c",
+        "--suite",
+        "futex",
+        "--out",
+        "out",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for w in [
+        "dry run: nothing was fetched, built, written or started\n2 cells\n",
+        "would download the package index of http://127.0.0.1:9/debian and the newest 7.3 cloud-amd64 kernel into ",
+        "would build kernels/7.3.yaml (its base fetched first) into ",
+        "would write: out/junit.xml (the aggregate JUnit), out/costs.json (learned costs)\n",
+        "\nwould write: out/cells/debian-7.3/2n2c/futex (",
+        "cell: debian-7.3/2n2c/futex\n",
+        "cell: source-7.3/2n2c/futex\n",
+    ] {
+        assert!(out.contains(w), "{w:?} not in\n{out}");
+    }
+    let qemu_lines: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("qemu: "))
+        .collect();
+    assert_eq!(qemu_lines.len(), 2, "{out}");
+    for line in qemu_lines {
+        let words = shlex::split(line).unwrap();
+        let numa = words
+            .iter()
+            .filter(|w| w.starts_with("node,nodeid="))
+            .count();
+        assert_eq!(numa, 2, "{line}");
+    }
+    // A bisection of a three-commit tree.
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    let git = |args: &[&str]| {
+        let o = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+            .args(args)
+            .current_dir(&tree)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    for (i, f) in ["Makefile", "Kconfig", "init.c"].iter().enumerate() {
+        std::fs::write(tree.join(f), format!("{i}\n")).unwrap();
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", f]);
+    }
+    let before = (
+        git(&["rev-parse", "HEAD"]),
+        std::fs::read(tree.join(".git/index")).unwrap(),
+        std::fs::metadata(tree.join(".git/index"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+    );
+    let o = harness(&[
+        "bisect",
+        "--dry-run",
+        "--tree",
+        "tree",
+        "--good",
+        "HEAD~1",
+        "--bad",
+        "HEAD",
+        "--test",
+        "futex/futex-prctl/*",
+        "--out",
+        "bout",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for w in [
+        "dry run: nothing was checked out, built, written or started; the tree is as it was\n",
+        "would bisect 1 commit(s) in ",
+        " bisect-step --phase bisect --tree ",
+        " --test 'futex/futex-prctl/*' ",
+        "with kernels/7.3.yaml's config base, fragments and required options",
+        "  futex-prctl: /harness/bin/futex-prctl --expect prctl=1,private_hash=1,",
+    ] {
+        assert!(out.contains(w), "{w:?} not in\n{out}");
+    }
+    let qemu = out.lines().find_map(|l| l.strip_prefix("qemu: ")).unwrap();
+    let words = shlex::split(qemu).unwrap();
+    let kernel = words.iter().position(|w| w == "-kernel").unwrap();
+    assert!(
+        words[kernel + 1].ends_with("bout/obj/arch/x86/boot/bzImage"),
+        "{qemu}"
+    );
+    let after = (
+        git(&["rev-parse", "HEAD"]),
+        std::fs::read(tree.join(".git/index")).unwrap(),
+        std::fs::metadata(tree.join(".git/index"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+    );
+    assert!(before == after, "the tree changed");
+    assert!(!tree.join(".git/BISECT_START").exists());
+    for p in ["cache", "out", "bout"] {
+        assert!(!dir.path().join(p).exists(), "{p} was created");
     }
 }

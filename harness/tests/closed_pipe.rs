@@ -54,6 +54,8 @@ fn every_printing_command_ends_quietly_when_its_reader_goes_away() {
         &["run", "--help"],
         &["matrix", "--help"],
         &["matrix", "--list", "--matrix", "MATRIX"],
+        &["matrix", "--dry-run", "--matrix", "MATRIX"],
+        &["run", "--dry-run", "--kernel", "debian:7.3"],
     ];
     let mut bad = Vec::new();
     let mut sigpipe = 0;

@@ -72,6 +72,11 @@ pub struct BisectArgs {
     /// Known bad revision.
     #[arg(long)]
     pub bad: String,
+    /// Make every check and say what the bisection would do (the range,
+    /// the steps, the build, each step's cell and QEMU's argv), touching
+    /// nothing: the tree, --out and the cache stay as they are.
+    #[arg(long)]
+    pub dry_run: bool,
     /// The options shared with the other subcommand.
     #[command(flatten)]
     pub common: CommonArgs,

@@ -31,7 +31,16 @@ pub fn check_tree(tree: &Path) -> Result<(), BisectError> {
     let top = git(tree, &["rev-parse", "--show-toplevel"])
         .map_err(|_| BisectError::Usage(format!("{}: not a git work tree", tree.display())))?;
     let _ = top;
-    let dirty = git(tree, &["status", "--porcelain", "--untracked-files=no"])?;
+    // Read-only: no index refresh (a dry run touches nothing).
+    let dirty = git(
+        tree,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+        ],
+    )?;
     if !dirty.trim().is_empty() {
         return Err(BisectError::Usage(format!(
             "{}: the work tree has uncommitted changes; commit or stash them first:\n{}",

@@ -21,6 +21,9 @@
 //! command run in the tree (its exit status is one repetition's verdict; with
 //! `--metric`, the bench output it writes to `$HARNESS_BISECT_BENCH`).
 //!
+//! `--dry-run` ([`dry_run`]) makes every check of [`ends`] and says what
+//! the bisection would do, touching nothing.
+//!
 //! The parts: [`CommonArgs`] and the step's argv (`args.rs`), what
 //! `--test`/`--metric` select and the argument checks (`select.rs`), a
 //! step's [`Verdict`] (`verdict.rs`), git (`git.rs`), `steps.jsonl`
@@ -30,6 +33,7 @@
 pub mod metric;
 
 mod args;
+mod dry_run;
 mod git;
 mod interrupt;
 mod record;
@@ -38,6 +42,7 @@ mod step;
 mod verdict;
 
 pub use args::{step_argv, BisectArgs, CommonArgs, StepArgs};
+pub use dry_run::dry_run;
 pub use git::{check_tree, parse_first_bad, CommitInfo};
 pub use interrupt::Interrupt;
 pub use record::{read_steps, StepRecord};
@@ -98,12 +103,24 @@ pub struct Outcome {
     pub exit: u8,
 }
 
-/// `harness bisect`: `exe` is the harness binary that runs the steps.
-/// Prints the report to stdout.
-pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, BisectError> {
+/// The two ends of a bisection, resolved and checked (nothing written).
+#[derive(Debug, Clone)]
+pub struct Ends {
+    /// `--good`'s commit.
+    pub good: String,
+    /// `--bad`'s commit.
+    pub bad: String,
+    /// Commits in `good..bad`.
+    pub commits: u64,
+}
+
+/// Every check `harness bisect` makes before it touches anything: the
+/// arguments, the definition, the tree (clean, a kernel tree at both ends)
+/// and that `--good` is an ancestor of `--bad`.
+pub fn ends(args: &BisectArgs) -> Result<Ends, BisectError> {
     let c = &args.common;
     validate(c)?;
-    let perf = Perf::of(c)?;
+    Perf::of(c)?;
     if c.step_command.is_none() {
         crate::kernel::definition::check(&c.kernel)
             .map_err(|e| BisectError::Usage(format!("--kernel: {e}")))?;
@@ -131,10 +148,23 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
             args.good, args.bad
         )));
     }
-    let n: u64 = git(&c.tree, &["rev-list", "--count", &format!("{good}..{bad}")])?
+    let commits: u64 = git(&c.tree, &["rev-list", "--count", &format!("{good}..{bad}")])?
         .trim()
         .parse()
         .unwrap_or(0);
+    Ok(Ends { good, bad, commits })
+}
+
+/// `harness bisect`: `exe` is the harness binary that runs the steps.
+/// Prints the report to stdout.
+pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, BisectError> {
+    let c = &args.common;
+    let perf = Perf::of(c)?;
+    let Ends {
+        good,
+        bad,
+        commits: n,
+    } = ends(args)?;
     std::fs::create_dir_all(&c.out).map_err(|e| infra(format!("{}: {e}", c.out.display())))?;
     // A new bisection: drop the previous one's records and logs (the
     // object directory stays: it makes the first build incremental).

@@ -265,34 +265,11 @@ async fn kernel_reps(
         return skip("interrupted".into(), build_s);
     }
     // Tests.
-    // The checked-out commit as a kernel: the definition's version row and
-    // its own expectations, layered as for every other kernel.
-    let kernel = crate::kernelspec::ResolvedKernel {
-        path: image.clone(),
-        version: def.version.clone(),
-        description: format!("bisect:{}", c.kernel),
-        expect: def.expect.clone(),
-        origin: crate::kernelspec::KernelOrigin::Source,
+    let expect = step_expectations(&image, def.version.clone(), def.expect.clone());
+    let tests = match step_tests(c, &sel, &topology, expect.as_deref()) {
+        Ok(t) => t,
+        Err(e) => return skip(e, build_s),
     };
-    let expect = kernel.expectations(None).ok().flatten();
-    let tests: Vec<_> = match crate::suite::builtin(&sel.suite, expect.as_deref()) {
-        // Only the selected configurations: a bench run is minutes otherwise.
-        Ok(_) if sel.suite == BENCH_SUITE => vec![crate::bench::suite_test_with(
-            &bench_specs(&sel, topology.nodes().len()),
-            expect.as_deref(),
-        )],
-        Ok(t) => t
-            .into_iter()
-            .filter(|t| sel.binary_selected(&t.name))
-            .collect(),
-        Err(e) => return skip(e.to_string(), build_s),
-    };
-    if tests.is_empty() {
-        return skip(
-            format!("--test {}: no test of the suite matches", c.test),
-            build_s,
-        );
-    }
     let mut reporters = crate::reporter::Reporters::new();
     let mut session = match crate::planner::Session::open(None, &mut reporters).await {
         Ok(s) => s,
@@ -306,21 +283,16 @@ async fn kernel_reps(
     let mut reps: Vec<Rep> = Vec::new();
     for i in 0..c.repeat {
         let out_dir = dir.join(format!("run-{}", i + 1));
-        let mut req = crate::planner::CellRequest::new(
-            &format!("bisect:{}", c.kernel),
+        let req = step_request(
+            c,
+            &sel,
             image.clone(),
-            &c.topology,
-            topology.clone(),
-            &sel.suite,
+            &topology,
             tests.clone(),
             accel,
+            expect.clone(),
             out_dir.clone(),
         );
-        req.name = format!("bisect/{}/{}", c.topology, c.test);
-        // Only the selected tests: the step's verdict is theirs.
-        req.topology_check = false;
-        req.timeout_scale = c.timeout_scale;
-        req.expect = expect.clone();
         let cell = crate::planner::PlannedCell::Ready(Box::new(crate::planner::cell(0, req)));
         let mut reporters = crate::reporter::Reporters::new();
         reporters.add(crate::reporter::junit::Junit::new(
@@ -385,6 +357,82 @@ async fn kernel_reps(
         build_s,
         run_s: tr.elapsed().as_secs_f64(),
     }
+}
+
+/// The expectations of the checked-out commit as a kernel: the
+/// definition's version row and its own `expect:`, layered as for every
+/// other kernel.
+pub(super) fn step_expectations(
+    image: &Path,
+    version: Option<String>,
+    expect: Option<String>,
+) -> Option<String> {
+    crate::kernelspec::ResolvedKernel {
+        path: image.to_path_buf(),
+        version,
+        description: String::new(),
+        expect,
+        origin: crate::kernelspec::KernelOrigin::Source,
+    }
+    .expectations(None)
+    .ok()
+    .flatten()
+}
+
+/// The tests a step runs: the selected binaries of the suite, or for the
+/// bench suite the selected configurations only (a whole bench run is
+/// minutes). `Err` when nothing is selected.
+pub(super) fn step_tests(
+    c: &CommonArgs,
+    sel: &super::TestSel,
+    topology: &crate::topology::Topology,
+    expect: Option<&str>,
+) -> Result<Vec<crate::suite::SuiteTest>, String> {
+    let tests: Vec<_> = match crate::suite::builtin(&sel.suite, expect) {
+        Ok(_) if sel.suite == BENCH_SUITE => vec![crate::bench::suite_test_with(
+            &bench_specs(sel, topology.nodes().len()),
+            expect,
+        )],
+        Ok(t) => t
+            .into_iter()
+            .filter(|t| sel.binary_selected(&t.name))
+            .collect(),
+        Err(e) => return Err(e.to_string()),
+    };
+    if tests.is_empty() {
+        return Err(format!("--test {}: no test of the suite matches", c.test));
+    }
+    Ok(tests)
+}
+
+/// The cell of one repetition of a step.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn step_request(
+    c: &CommonArgs,
+    sel: &super::TestSel,
+    image: std::path::PathBuf,
+    topology: &crate::topology::Topology,
+    tests: Vec<crate::suite::SuiteTest>,
+    accel: crate::qemu::Accel,
+    expect: Option<String>,
+    out_dir: std::path::PathBuf,
+) -> crate::planner::CellRequest {
+    let mut req = crate::planner::CellRequest::new(
+        &format!("bisect:{}", c.kernel),
+        image,
+        &c.topology,
+        topology.clone(),
+        &sel.suite,
+        tests,
+        accel,
+        out_dir,
+    );
+    req.name = format!("bisect/{}/{}", c.topology, c.test);
+    // Only the selected tests: the step's verdict is theirs.
+    req.topology_check = false;
+    req.timeout_scale = c.timeout_scale;
+    req.expect = expect;
+    req
 }
 
 fn first_line(s: &str) -> String {

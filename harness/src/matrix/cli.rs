@@ -35,6 +35,9 @@ pub struct Request {
     pub test: Option<String>,
     /// List the selected cells (with shard assignments) and exit.
     pub list: bool,
+    /// Print each selected cell's plan (what would be fetched or built,
+    /// its tests, QEMU's argv) and exit, with nothing done.
+    pub dry_run: bool,
     /// With --list: list as JSON for a CI job matrix. Otherwise `--json
     /// FILE` writes the JSON results file (schema: docs/results.md).
     pub json: Option<Option<PathBuf>>,
@@ -157,7 +160,28 @@ pub async fn matrix(
     if !args.list {
         crate::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
     }
-    let path = if args.matrix == Path::new(DEFAULT_MATRIX) {
+    if args.list && args.dry_run {
+        return Err(Error::usage("--list and --dry-run: give one of them"));
+    }
+    // A dry run writes nothing: the built-in matrix is read from a
+    // temporary copy, not unpacked into the cache.
+    let mut _shipped = None;
+    let path = if args.dry_run
+        && args.matrix == Path::new(DEFAULT_MATRIX)
+        && !Path::new(DEFAULT_MATRIX).is_file()
+    {
+        let tmp = tempfile::tempdir().map_err(Error::infra)?;
+        let dir = crate::kernel::embedded::materialise(
+            &crate::kernel::cache::Cache::at(tmp.path()),
+            "shipped",
+            crate::kernel::embedded::shipped(),
+            0o644,
+        )
+        .map_err(Error::infra)?;
+        _shipped = Some(tmp);
+        eprintln!("harness: no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix");
+        dir.join(DEFAULT_MATRIX)
+    } else if args.matrix == Path::new(DEFAULT_MATRIX) {
         let d = default_matrix().map_err(Error::infra)?;
         if d.built_in {
             eprintln!(
@@ -287,6 +311,25 @@ pub async fn matrix(
         share_boots: !args.boot_per_cell,
         tcg_thread,
     };
+    if args.dry_run {
+        let mut writes = vec![
+            format!(
+                "{} (the aggregate JUnit)",
+                run::aggregate_path(&args.out).display()
+            ),
+            format!("{} (learned costs)", costs_path.display()),
+        ];
+        if let Some(Some(p)) = &args.json {
+            writes.push(format!("{} (the JSON results)", p.display()));
+        }
+        if let Some((p, _)) = &args.kcidb {
+            writes.push(format!("{} (the KCIDB document)", p.display()));
+        }
+        let text = super::dry_run::plan(&m, &cells, &opts, &writes)?;
+        // A closed pipe (`| head`) is not an error worth a panic.
+        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+        return Ok(Done::Nothing);
+    }
     eprintln!(
         "harness: {} cells (shard {shard_i}/{shard_n}), budget: {}, TCG thread={}; costs: {}",
         cells.len(),

@@ -5,10 +5,13 @@
 //! `RawMatrix` ──[`model::validate`]──▶ [`Matrix`] (the only runnable type)
 //! ──[`plan`] (filters, shard)──▶ cells ──[`run`]──▶ events + per-cell
 //! results ──[`report`]──▶ per-cell and aggregate JUnit, summary table.
+//! `--dry-run` stops after the plan: `dry_run` says what each cell would
+//! do.
 //!
 //! See `docs/matrix.md` for the file format.
 
 pub mod cli;
+mod dry_run;
 pub use crate::glob;
 pub mod locate;
 pub mod model;

@@ -46,6 +46,11 @@ pub struct MatrixArgs {
     /// List the selected cells (with shard assignments) and exit.
     #[arg(long)]
     pub list: bool,
+    /// Print each selected cell's plan (what would be fetched or built,
+    /// its tests, initramfs, kernel command line, QEMU's argv) without
+    /// doing anything: no QEMU needed, nothing fetched, built or written.
+    #[arg(long, conflicts_with = "list")]
+    pub dry_run: bool,
     /// With --list: list as JSON for a CI job matrix. Otherwise `--json
     /// FILE` writes the JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
@@ -125,6 +130,7 @@ impl MatrixArgs {
             suite: self.suite,
             test: self.test,
             list: self.list,
+            dry_run: self.dry_run,
             json: self.json,
             shard: self.shard,
             fail_fast: self.fail_fast,

@@ -691,6 +691,11 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
     use tokio::signal::unix::{signal, SignalKind};
     let intr = harness::bisect::Interrupt::default();
     let exe = std::env::current_exe().context("locating the harness binary")?;
+    if args.dry_run {
+        let text = harness::bisect::dry_run(&args, &exe).map_err(Error::from)?;
+        print!("{text}");
+        return Ok(EXIT_OK);
+    }
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     let i2 = intr.clone();
