@@ -201,6 +201,10 @@ pub async fn run_attached(
     let cell_shares = guest.shares;
     let initrd = tmp.path().join("initramfs.cpio");
     guest.layout.write_file(&initrd)?;
+    if spec.debug.keep_initramfs {
+        let kept = crate::cell::bootplan::kept_initramfs(spec);
+        std::fs::copy(&initrd, &kept).map_err(|source| CellError::Dir { path: kept, source })?;
+    }
     let initramfs = assembly.elapsed();
     let mut retried = Duration::ZERO;
     let dump = spec.debug.dump.map(|f| (spec.out_dir.clone(), f));
@@ -230,6 +234,16 @@ pub async fn run_attached(
                 crate::cell::bootplan::argv_line(&qemu.path, &vm_spec)
             ),
         );
+        if spec.debug.keep_initramfs && attempt == 1 {
+            let line = crate::cell::bootplan::by_hand(
+                spec,
+                &qemu.path,
+                &vm_spec,
+                !vm_spec.shares.is_empty(),
+            )
+            .unwrap_or_else(|why| format!("# not available: {why}"));
+            let _ = std::fs::write(spec.out_dir.join("qemu-by-hand.txt"), format!("{line}\n"));
+        }
         let req = VmRequest {
             qemu: qemu.clone(),
             watchdog: watchdog(spec, accel),

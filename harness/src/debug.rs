@@ -35,6 +35,10 @@ pub struct DebugOptions {
     pub dump: Option<DumpFormat>,
     /// Console and result lines to the terminal as they come (`--live`).
     pub live: bool,
+    /// Keep the initramfs as `<out_dir>/initramfs.cpio`, with the command
+    /// that boots it without the harness in `qemu-by-hand.txt`
+    /// (`--keep-initramfs`).
+    pub keep_initramfs: bool,
 }
 
 impl DebugOptions {

@@ -307,6 +307,22 @@ pub fn serial_args(console: &Path, results: &Path) -> Vec<OsString> {
     ]
 }
 
+/// ttyS0 = console on QEMU's stdout, ttyS1 = KTAP results into `results`:
+/// a boot with no harness listening (the `by hand:` line of `--dry-run`).
+pub fn serial_args_by_hand(results: &Path) -> Vec<OsString> {
+    // QEMU splits an option value at a comma; ",," is a literal one.
+    let mut file = OsString::from("file,id=results,path=");
+    file.push(results.to_string_lossy().replace(',', ",,"));
+    vec![
+        "-serial".into(),
+        "stdio".into(),
+        "-chardev".into(),
+        file,
+        "-serial".into(),
+        "chardev:results".into(),
+    ]
+}
+
 /// QMP monitor on a client socket to the harness.
 pub fn qmp_args(qmp: &Path) -> Vec<OsString> {
     vec![
@@ -427,6 +443,26 @@ pub fn argv(spec: &VmSpec) -> Vec<OsString> {
     .concat()
 }
 
+/// The argv of a boot without the harness (without the program name):
+/// [`argv`] with the console on stdout, the results written to `results`,
+/// and no QMP, shares or shell, which need the harness on their sockets.
+/// QEMU's exit status is then guest-init's (`33`: the plan ran).
+pub fn argv_by_hand(spec: &VmSpec, results: &Path) -> Vec<OsString> {
+    let extra = cmdline_words(spec);
+    [
+        base_args(),
+        accel_args(spec.accel, spec.tcg_thread),
+        smp_mem_args(&spec.topology),
+        numa_args_shared(&spec.topology, false),
+        kernel_args(&spec.kernel, &spec.initrd, &kernel_cmdline(&extra)),
+        serial_args_by_hand(results),
+        device_args(),
+        spec.extras.gdb.as_ref().map(gdb_args).unwrap_or_default(),
+        spec.extras.qemu_args.clone(),
+    ]
+    .concat()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,6 +506,24 @@ mod tests {
              -chardev socket,id=results,path=/c/results.sock -serial chardev:results \
              -chardev socket,id=qmp,path=/c/qmp.sock -mon chardev=qmp,mode=control \
              -device isa-debug-exit,iobase=0xf4,iosize=0x04 -device pvpanic"
+        );
+    }
+
+    #[test]
+    fn by_hand_the_console_is_stdout_and_the_results_a_file() {
+        let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M").unwrap();
+        let mut s = spec(t, Accel::Tcg);
+        s.extras.qemu_args = vec!["-d".into(), "guest_errors".into()];
+        let by_hand = line(&argv_by_hand(&s, "/o/nodes=2,cpus=2/r.ktap".as_ref()));
+        let full = line(&argv(&s));
+        let (head, _) = full.split_once(" -chardev socket,id=console").unwrap();
+        assert_eq!(
+            by_hand,
+            format!(
+                "{head} -serial stdio -chardev file,id=results,path=/o/nodes=2,,cpus=2/r.ktap \
+                 -serial chardev:results \
+                 -device isa-debug-exit,iobase=0xf4,iosize=0x04 -device pvpanic -d guest_errors"
+            )
         );
     }
 

@@ -470,3 +470,115 @@ fn dump_on_panic_writes_an_elf_core_naming_every_vcpu() {
         .unwrap_or_default();
     assert_eq!(head, b"KDUMP   ", "{}\n{}", kdump.display(), text(&o));
 }
+
+/// The image `kernel` boots, from the default cache (fetched by a run
+/// first when the cache does not have it yet).
+fn cached_image(kernel: &str) -> PathBuf {
+    let named = || {
+        let o = Command::new(env!("CARGO_BIN_EXE_harness"))
+            .args(["run", "--kernel", kernel, "--suite", "smoke", "--dry-run"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let line = out.lines().find(|l| l.starts_with("kernel: ")).unwrap();
+        let path = line.rsplit_once(" (").unwrap().1.trim_end_matches(')');
+        PathBuf::from(path)
+    };
+    let image = named();
+    if image.is_file() {
+        return image;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let o = run_cmd(d.path(), kernel, "nodes=1,cpus=1,mem=256M", "smoke", &[])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let image = named();
+    assert!(image.is_file(), "{}", image.display());
+    image
+}
+
+/// The result lines of a KTAP file, every level (`  ok 1 uname`).
+fn result_lines(ktap: &Path) -> Vec<String> {
+    std::fs::read_to_string(ktap)
+        .unwrap_or_else(|e| panic!("{}: {e}", ktap.display()))
+        .lines()
+        .filter(|l| {
+            let t = l.trim_start();
+            t.starts_with("ok ") || t.starts_with("not ok ")
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// `--dry-run` with no QEMU and an empty cache prints a `by hand:` line;
+/// after the same run with `--keep-initramfs`, that line, run as printed by
+/// a shell, boots the same cell without the harness: QEMU exits 33 (the
+/// plan ran), the kernel's console on its stdout, and the results file has
+/// the run's results.
+#[test]
+fn a_dry_runs_by_hand_line_boots_the_cell_as_printed() {
+    if !enabled() {
+        return;
+    }
+    let image = cached_image(&kernel());
+    let _vm = vm_lock();
+    let d = tempfile::tempdir().unwrap();
+    let cache = d.path().join("cache");
+    let spec = format!("path:{}", image.display());
+    let topology = "nodes=2,cpus=1,mem=256M";
+    let o = run_cmd(d.path(), &spec, topology, "smoke", &["--dry-run"])
+        .env("HARNESS_QEMU", "/nonexistent/qemu-system-x86_64")
+        .env("HARNESS_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("by hand: "))
+        .unwrap_or_else(|| panic!("no by hand line:\n{out}"))
+        .to_string();
+    assert!(line.starts_with("qemu-system-x86_64 "), "{line}");
+    assert!(!line.contains('<'), "a placeholder in {line}");
+    assert!(!cache.exists(), "the dry run wrote the cache");
+    assert!(!d.path().join("out").exists(), "the dry run made --out");
+
+    let o = run_cmd(d.path(), &spec, topology, "smoke", &["--keep-initramfs"])
+        .env("HARNESS_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let cell = cell_dir(d.path());
+    assert!(cell.join("initramfs.cpio").is_file());
+    let kept = std::fs::read_to_string(cell.join("qemu-by-hand.txt")).unwrap();
+    assert!(kept.contains(" -serial stdio "), "{kept}");
+    let run_results = result_lines(&cell.join("results.ktap"));
+    // topology's and smoke's cases, then the two binaries.
+    assert!(run_results.len() > 2, "{run_results:?}");
+    assert_eq!(
+        run_results.iter().filter(|l| !l.starts_with(' ')).count(),
+        2
+    );
+
+    let by_hand = Command::new("timeout")
+        .args(["--kill-after=5", "600", "sh", "-c", &line])
+        .current_dir(d.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let console = String::from_utf8_lossy(&by_hand.stdout);
+    assert_eq!(
+        by_hand.status.code(),
+        Some(33),
+        "QEMU's status is guest-init's: {}",
+        text(&by_hand)
+    );
+    assert!(console.contains("Linux version "), "{console}");
+    assert!(console.contains("harness: begin "), "{console}");
+    assert_eq!(
+        result_lines(&cell.join("results-by-hand.ktap")),
+        run_results
+    );
+}

@@ -208,6 +208,7 @@ pub fn describe(spec: &CellSpec, guest: &Guest, qemu: &Path, vm: &VmSpec) -> Str
 /// `--dry-run` with nothing done: the plan of `spec` without shares and
 /// with the guest binaries where they would be ([`GuestBins::planned`]);
 /// the kernel image as named (a run boots its PVH ELF where it has one).
+/// Ends with the `by hand:` line ([`by_hand`]).
 pub fn planned(spec: &CellSpec, qemu: &Path, bins: &GuestBins) -> Result<String, CellError> {
     let guest = guest(spec, &ShareSetup::none(), bins)?;
     let dir = dry_run_socket_dir();
@@ -221,7 +222,72 @@ pub fn planned(spec: &CellSpec, qemu: &Path, bins: &GuestBins) -> Result<String,
         1,
         vec![],
     );
-    Ok(describe(spec, &guest, qemu, &vm))
+    let mut text = describe(spec, &guest, qemu, &vm);
+    match by_hand(spec, qemu, &vm, false) {
+        Ok(line) => {
+            let _ = writeln!(
+                text,
+                "initramfs by hand: {} (a run with --keep-initramfs writes it)",
+                kept_initramfs(spec).display()
+            );
+            let _ = writeln!(text, "by hand: {line}");
+            if is_placeholder(&spec.kernel_image) {
+                let _ = writeln!(
+                    text,
+                    "note: the kernel is not in the cache yet: its path is known once it is \
+                     fetched or built (a --dry-run after the run prints it)"
+                );
+            }
+        }
+        Err(why) => {
+            let _ = writeln!(text, "by hand: not available: {why}");
+        }
+    }
+    Ok(text)
+}
+
+/// Whether `path` names a file `--dry-run` could not know (`<newest 7.3>`).
+fn is_placeholder(path: &Path) -> bool {
+    path.components()
+        .any(|c| c.as_os_str().to_string_lossy().starts_with('<'))
+}
+
+/// Where `--keep-initramfs` keeps a cell's initramfs.
+pub fn kept_initramfs(spec: &CellSpec) -> PathBuf {
+    spec.out_dir.join("initramfs.cpio")
+}
+
+/// Where a boot by hand writes its results.
+pub fn by_hand_results(spec: &CellSpec) -> PathBuf {
+    spec.out_dir.join("results-by-hand.ktap")
+}
+
+/// The shell-quoted QEMU command that boots `vm`'s cell with no harness
+/// ([`crate::qemu::argv_by_hand`]): the kept initramfs, the console on
+/// stdout, the results in [`by_hand_results`], QEMU's exit status 33 when
+/// the plan ran. Not available where the guest needs the harness: a shell
+/// on its socket, or shares (`with_shares`) served by virtiofsd.
+pub fn by_hand(
+    spec: &CellSpec,
+    qemu: &Path,
+    vm: &VmSpec,
+    with_shares: bool,
+) -> Result<String, &'static str> {
+    if spec.debug.shell.is_some() {
+        return Err("--shell needs the harness on the shell's socket");
+    }
+    if with_shares {
+        return Err("the cell's shares need virtiofsd, started by the harness");
+    }
+    let vm = VmSpec {
+        initrd: kept_initramfs(spec),
+        ..vm.clone()
+    };
+    Ok(std::iter::once(qemu.as_os_str().to_os_string())
+        .chain(crate::qemu::argv_by_hand(&vm, &by_hand_results(spec)))
+        .map(|a| crate::debug::shell_quote(&a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" "))
 }
 
 /// Where `--dry-run` says the sockets are (they exist only while a VM runs).
@@ -262,6 +328,44 @@ mod tests {
         }
     }
 
+    /// `spec`'s first TCG boot, its sockets where `--dry-run` names them.
+    fn tcg_vm(spec: &CellSpec) -> VmSpec {
+        vm_spec(
+            spec,
+            Accel::Tcg,
+            "/t/initramfs.cpio".as_ref(),
+            &dry_run_socket_dir(),
+            1,
+            vec![],
+        )
+    }
+
+    #[test]
+    fn by_hand_boots_the_kept_initramfs_unless_the_guest_needs_the_harness() {
+        let mut spec = spec();
+        let vm = tcg_vm(&spec);
+        let line = by_hand(&spec, "/usr/bin/qemu".as_ref(), &vm, false).unwrap();
+        let words = shlex::split(&line).unwrap();
+        let at = |w: &str| words.iter().position(|x| x == w).unwrap();
+        assert_eq!(words[at("-initrd") + 1], "/o/initramfs.cpio");
+        assert_eq!(
+            words[at("-chardev") + 1],
+            "file,id=results,path=/o/results-by-hand.ktap"
+        );
+        assert!(
+            !line.contains("<cell-temp-dir>") && !line.contains("qmp"),
+            "{line}"
+        );
+        assert_eq!(
+            by_hand(&spec, "/usr/bin/qemu".as_ref(), &vm, true),
+            Err("the cell's shares need virtiofsd, started by the harness")
+        );
+        spec.debug.shell = Some(crate::debug::ShellMode::After);
+        assert!(by_hand(&spec, "/usr/bin/qemu".as_ref(), &vm, false).is_err());
+        assert!(is_placeholder("/c/<newest 7.3>/vmlinuz".as_ref()));
+        assert!(!is_placeholder("/c/7.3.4/vmlinuz".as_ref()));
+    }
+
     #[test]
     fn the_plan_says_what_boots_without_a_vm() {
         let spec = spec();
@@ -283,14 +387,7 @@ mod tests {
             layout,
             shares: CellShares::default(),
         };
-        let vm = vm_spec(
-            &spec,
-            Accel::Tcg,
-            "/t/initramfs.cpio".as_ref(),
-            &dry_run_socket_dir(),
-            1,
-            vec![],
-        );
+        let vm = tcg_vm(&spec);
         let text = describe(&spec, &guest, "/usr/bin/qemu-system-x86_64".as_ref(), &vm);
         // The printed line is what a shell splits back into QEMU's words.
         let line = text.lines().find_map(|l| l.strip_prefix("qemu: ")).unwrap();

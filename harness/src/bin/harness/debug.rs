@@ -60,6 +60,11 @@ pub struct DebugArgs {
     #[arg(long, value_enum, num_args = 0..=1, require_equals = true,
           default_missing_value = "elf", value_name = "FORMAT")]
     pub dump_on_panic: Option<DumpWhat>,
+    /// Keep the cell's initramfs (`initramfs.cpio` in its output
+    /// directory) and write `qemu-by-hand.txt`: the QEMU command that boots
+    /// it without the harness, as `--dry-run`'s `by hand:` line prints it.
+    #[arg(long)]
+    pub keep_initramfs: bool,
 }
 
 /// `--dump-on-panic`'s formats, as QEMU names them.
@@ -105,6 +110,7 @@ impl DebugArgs {
             }),
             live: self.live,
             busybox: None,
+            keep_initramfs: self.keep_initramfs,
         }
     }
 
