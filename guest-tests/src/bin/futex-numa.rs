@@ -79,8 +79,8 @@
 //! - `concurrent-writeback-valid-node`: 200 rounds of 8 threads over all CPUs
 //!   doing wake(nr 0) on one `{0,-1}`: every call returns 0, the word always
 //!   ends as the node of one of the CPUs used.
-//! - `first-waiters-split-by-node`: 600 rounds of two waiters pinned to CPUs
-//!   of two nodes, released together on a fresh `{0,-1}`: the word ends as
+//! - `first-waiters-split-by-node`: up to 600 rounds (at most 10 s, scaled)
+//!   of two waiters pinned to CPUs of two nodes, released together on a fresh `{0,-1}`: the word ends as
 //!   one of their nodes, a wake(2) through it returns 2, or 1 when the two
 //!   read -1 at once and queued in their own nodes' tables, and then a wake
 //!   through the other node returns exactly 1; both waiters return 0. The
@@ -98,7 +98,7 @@ use guest_tests::numa::{
 use guest_tests::sys::{self, FUTEX_NO_NODE};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 type R = Result<Outcome, String>;
 
@@ -1122,9 +1122,18 @@ fn first_waiters_split(ctx: &Ctx) -> R {
     let (Some(ca), Some(cb)) = (cpu_of(na), cpu_of(nb)) else {
         return Err(format!("no CPU to pin to on node {na} or {nb}"));
     };
+    // A KASAN kernel under TCG on a loaded host did not finish 600 rounds
+    // in the case's 30 s: the rounds stop at a budget inside it.
+    let budget = cases::scaled(Duration::from_secs(10));
+    let started = Instant::now();
     let m = Mapping::anon(1, false)?;
     let mut splits = 0;
+    let mut rounds = 0;
     for round in 0..ROUNDS {
+        if started.elapsed() > budget {
+            break;
+        }
+        rounds += 1;
         m.set(0, 0, NO);
         let start = Arc::new(Barrier::new(2));
         let wa = Waiter::wait_at(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, Some(ca), start.clone())?;
@@ -1163,11 +1172,12 @@ fn first_waiters_split(ctx: &Ctx) -> R {
         want_ok(&format!("round {round}: waiter on node {nb}"), wb.join(), 0)?;
     }
     diag(&format!(
-        "rounds: {ROUNDS}, split: {splits} (waiters on CPU {ca} node {na} and CPU {cb} node {nb})"
+        "rounds: {rounds} of at most {ROUNDS} in {} s, split: {splits} (waiters on CPU {ca} node {na} and CPU {cb} node {nb})",
+        budget.as_secs()
     ));
     if splits == 0 {
         return Ok(Outcome::Skip(format!(
-            "no round of {ROUNDS} split: the two first waiters always met in one table, so a split was not observed"
+            "no round of {rounds} split: the two first waiters always met in one table, so a split was not observed"
         )));
     }
     PASS
