@@ -162,6 +162,13 @@ pub struct PlannedTest {
     pub timeout_ms: u64,
     /// Output kept from the binary; the rest is dropped with a note.
     pub max_output_bytes: u64,
+    /// stdout and stderr on one pipe, read as stdout: the lines keep the
+    /// order the binary's processes wrote them in. Two pipes lose it:
+    /// kselftest_harness prints a test's result line (buffered stdout,
+    /// flushed at the next test's fork) after its log lines (stderr), and a
+    /// reader of two pipes can take the next test's start first.
+    #[serde(default)]
+    pub one_pipe: bool,
 }
 
 impl RunPlan {
@@ -198,6 +205,7 @@ mod tests {
                 env: vec![("K".into(), "V".into())],
                 timeout_ms: 30_000,
                 max_output_bytes: 1 << 20,
+                one_pipe: false,
             }],
             modules: vec![],
             shares: vec![],

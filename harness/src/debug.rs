@@ -280,6 +280,7 @@ mod tests {
             env: vec![],
             timeout_ms: 1000,
             max_output_bytes: 1000,
+            one_pipe: false,
         }
     }
 

@@ -396,6 +396,8 @@ pub fn plan(
             )],
             timeout_ms: (t.timeout.as_millis() as f64 * timeout_scale) as u64,
             max_output_bytes: MAX_OUTPUT_BYTES,
+            // Upstream's programs: their log lines must stay with their test.
+            one_pipe: matches!(t.binary, Binary::External { .. }),
         });
     }
     Ok((

@@ -406,12 +406,14 @@ fn flatten(node: &TestNode, path: &str, ctx: &Ctx<'_>, out: &mut Vec<Case>) -> b
 /// The status of a test judged by its own line alone.
 fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
     let fail = |what: &str| CaseStatus::Fail {
-        message: node
-            .diagnostics
-            .iter()
-            .rev()
-            .map(|d| d.trim())
-            .find(|d| !d.is_empty() && !repeats_result(d, &node.name))
+        message: assertion(&node.diagnostics)
+            .or_else(|| {
+                node.diagnostics
+                    .iter()
+                    .rev()
+                    .map(|d| d.trim())
+                    .find(|d| !d.is_empty() && !repeats_result(d, &node.name))
+            })
             .unwrap_or(what)
             .to_string(),
         text: node.diagnostics.join("\n"),
@@ -450,6 +452,35 @@ fn leaf_status(node: &TestNode, ctx: &Ctx<'_>) -> CaseStatus {
         (TestResult::Ok, None) => CaseStatus::Pass,
         (TestResult::NotOk, None) => fail("not ok"),
     }
+}
+
+/// The first failed kselftest_harness assertion among `diagnostics`
+/// (`<file>:<line>:<test>:Expected a (1) == b (2)`), or the `TH_LOG` the
+/// assertion carries (a line of the same file at most 3 source lines
+/// below it). Threads of a failing test go on printing after it, so the
+/// last line is often another thread's (`Waiter 4: exiting with 0` after
+/// the waker's `max broadcast iterations` assertion).
+fn assertion(diagnostics: &[String]) -> Option<&str> {
+    let at = |d: &str| -> Option<(String, u32)> {
+        let head = &d[..d.find(":Expected ")?];
+        let mut parts = head.rsplitn(3, ':');
+        let _test = parts.next()?;
+        let line = parts.next()?.parse().ok()?;
+        Some((parts.next()?.to_string(), line))
+    };
+    let (i, (file, line)) = diagnostics
+        .iter()
+        .enumerate()
+        .find_map(|(i, d)| at(d.trim()).map(|a| (i, a)))?;
+    // The line number of a diagnostic from the same file.
+    let line_in_file = |d: &str| -> Option<u32> {
+        let rest = d.strip_prefix(file.as_str())?.strip_prefix(':')?;
+        rest[..rest.find(':')?].parse().ok()
+    };
+    let log = diagnostics[i + 1..].iter().map(|d| d.trim()).find(|d| {
+        !d.contains(":Expected ") && line_in_file(d).is_some_and(|l| l > line && l <= line + 3)
+    });
+    Some(log.unwrap_or(diagnostics[i].trim()))
 }
 
 /// Whether diagnostic `d` only repeats the result of test `name`
@@ -827,6 +858,34 @@ ok 2 topology # SKIP reason
             "p/args.t_0.p: FAIL: stderr: # t: Test terminated by timeout
              p/global.t: FAIL: stderr: # r.c:532:t:One or more children failed
              p/global.u: FAIL: stderr: # r.c:263:u:Expected ret (-1) == 0 (0)",
+        );
+    }
+
+    #[test]
+    fn a_kselftest_assertion_is_the_message_whatever_other_threads_print_after_it() {
+        let c = cell(
+            "KTAP version 1\n1..1\n  KTAP version 1\n  1..3\n  \
+             # stderr: # q.c:205:q:Waker: Calling broadcast\n  \
+             # stderr: # q.c:222:q:Expected 0 (0) != 0 (0)\n  \
+             # stderr: # q.c:168:q:Calling futex_wait_requeue_pi\n  \
+             # stderr: # q.c:223:q:max broadcast iterations (1000) reached with 8/10 tasks woken or requeued\n  \
+             # stderr: # q.c:186:q:Waiter 4: exiting with 0\n  \
+             #          FAIL  a.q\n  not ok 1 a.q\n  \
+             # stderr: # r.c:263:u:Expected ret (-1) == 0 (0)\n  \
+             # stderr: # r.c:300:u:child 2 done\n  \
+             # stderr: # r.c:264:u:Expected ret (-1) == 0 (0)\n  \
+             #          FAIL  b.u\n  not ok 2 b.u\n  \
+             # stderr: # s.c:186:s:Waiter 9: exiting with 0\n  \
+             #          FAIL  c.s\n  not ok 3 c.s\nnot ok 1 p\n",
+            "",
+            VmEnd::Finished,
+            &["p"],
+        );
+        check(
+            &c,
+            "p/a.q: FAIL: stderr: # q.c:223:q:max broadcast iterations (1000) reached with 8/10 tasks woken or requeued
+             p/b.u: FAIL: stderr: # r.c:263:u:Expected ret (-1) == 0 (0)
+             p/c.s: FAIL: stderr: # s.c:186:s:Waiter 9: exiting with 0",
         );
     }
 

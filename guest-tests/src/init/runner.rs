@@ -19,10 +19,11 @@ use super::report::{self, Ending, Verdict};
 use super::stuck::Stuck;
 use crate::ktap::sanitize_name;
 use crate::plan::{PlannedTest, RunPlan, BIN_DIR, ITERATION_MARK, KMSG_MARKER};
+use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::process::{ChildStderr, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a binary killed at its deadline gets to die. SIGKILL ends a
@@ -151,7 +152,7 @@ pub fn run_test(
             Ending::Failed(format!("cannot run {}: {e}", test.path)),
             None,
         ),
-        Ok(child) => supervise(child, test.timeout_ms, opts, &mut fwd)?,
+        Ok((child, pipes)) => supervise(child, pipes, test.timeout_ms, opts, &mut fwd)?,
     };
     fwd.finish()?;
     for line in stuck.iter().flat_map(Stuck::lines) {
@@ -239,23 +240,42 @@ pub fn reap_zombies() -> usize {
     }
 }
 
-fn spawn(test: &PlannedTest, opts: &Options) -> io::Result<std::process::Child> {
-    Command::new(&test.path)
-        .args(&test.args)
+fn spawn(test: &PlannedTest, opts: &Options) -> io::Result<(std::process::Child, Pipes)> {
+    let mut cmd = Command::new(&test.path);
+    cmd.args(&test.args)
         .env_clear()
         .env("PATH", &opts.path_env)
         .envs(test.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
+        .process_group(0);
+    if test.one_pipe {
+        let (reader, writer) = io::pipe()?;
+        cmd.stdout(writer.try_clone()?).stderr(writer);
+        let child = cmd.spawn()?;
+        // Our copies of the write end: the pipe ends when the child's do.
+        drop(cmd);
+        let out = File::from(OwnedFd::from(reader));
+        return Ok((
+            child,
+            Pipes {
+                out: Some(out),
+                err: None,
+            },
+        ));
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+    let pipes = Pipes {
+        out: child.stdout.take().map(|p| File::from(OwnedFd::from(p))),
+        err: child.stderr.take().map(|p| File::from(OwnedFd::from(p))),
+    };
+    Ok((child, pipes))
 }
 
-/// The child's pipes, read until EOF.
+/// The child's pipes, read until EOF: stdout (or the one pipe of both),
+/// and stderr.
 struct Pipes {
-    out: Option<ChildStdout>,
-    err: Option<ChildStderr>,
+    out: Option<File>,
+    err: Option<File>,
 }
 
 impl Pipes {
@@ -330,7 +350,8 @@ fn read_some<'b, R: Read>(pipe: &mut Option<R>, buf: &'b mut [u8]) -> Option<&'b
 /// Runs `child` to its end or its deadline; says how it ended and, if it
 /// outlived its SIGKILL, what it is stuck in.
 fn supervise(
-    mut child: std::process::Child,
+    child: std::process::Child,
+    mut pipes: Pipes,
     timeout_ms: u64,
     opts: &Options,
     fwd: &mut Forwarder,
@@ -344,10 +365,6 @@ fn supervise(
         Duration::MAX
     } else {
         Duration::from_millis(20)
-    };
-    let mut pipes = Pipes {
-        out: child.stdout.take(),
-        err: child.stderr.take(),
     };
     // The child is never reaped before its group is killed, so its pid and
     // group id cannot be reused by then.
@@ -624,6 +641,7 @@ mod tests {
             env: vec![],
             timeout_ms: 20_000,
             max_output_bytes: 1 << 20,
+            one_pipe: false,
         }
     }
 
@@ -719,6 +737,26 @@ mod tests {
         let (lines, _) = run(&sh("e", "echo 'KTAP version 1'; echo oops >&2; exit 0"));
         assert!(lines.contains(&"  # stderr: oops".to_string()), "{lines:?}");
         assert_eq!(lines.last().unwrap(), "ok 1 e");
+    }
+
+    #[test]
+    fn one_pipe_keeps_the_order_the_lines_were_written_in() {
+        // kselftest_harness's shape: a test's log on stderr, its result on
+        // stdout, then the next test's start on stdout, a hundred times.
+        let script = "echo 'KTAP version 1'; for i in $(seq 1 100); do \
+                      echo \"# $i log\" >&2; echo \"ok $i t$i\"; done";
+        let mut t = sh("o", script);
+        t.one_pipe = true;
+        let (lines, _) = run(&t);
+        let want: Vec<String> = (1..=100)
+            .flat_map(|i| [format!("  # {i} log"), format!("  ok {i} t{i}")])
+            .collect();
+        let got: Vec<String> = lines
+            .iter()
+            .filter(|l| l.starts_with("  # ") && l.ends_with(" log") || l.starts_with("  ok "))
+            .cloned()
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

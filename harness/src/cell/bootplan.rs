@@ -381,6 +381,7 @@ mod tests {
                     env: vec![],
                     timeout_ms: 120_000,
                     max_output_bytes: 1,
+                    one_pipe: false,
                 }],
                 ..RunPlan::default()
             },

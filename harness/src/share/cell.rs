@@ -254,6 +254,7 @@ mod tests {
             env: vec![],
             timeout_ms: 1,
             max_output_bytes: 1,
+            one_pipe: false,
         };
         let mut plan = RunPlan {
             version: 1,

@@ -340,6 +340,7 @@ mod tests {
                     env: vec![],
                     timeout_ms: secs * 1000,
                     max_output_bytes: 1 << 20,
+                    one_pipe: false,
                 })
                 .collect(),
             ..RunPlan::default()
