@@ -131,8 +131,13 @@ fn vm_spec_booting(
 /// QEMU's whole command line as one line (`qemu-argv.txt`, `--dry-run`):
 /// each word shell-quoted, so that a shell gives QEMU exactly these words.
 pub fn argv_line(qemu: &Path, vm: &VmSpec) -> String {
+    quoted_line(qemu, crate::qemu::argv(vm))
+}
+
+/// `qemu` and `args`, each word shell-quoted, as one line.
+fn quoted_line(qemu: &Path, args: Vec<OsString>) -> String {
     std::iter::once(qemu.as_os_str().to_os_string())
-        .chain(crate::qemu::argv(vm))
+        .chain(args)
         .map(|a| crate::debug::shell_quote(&a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ")
@@ -283,11 +288,10 @@ pub fn by_hand(
         initrd: kept_initramfs(spec),
         ..vm.clone()
     };
-    Ok(std::iter::once(qemu.as_os_str().to_os_string())
-        .chain(crate::qemu::argv_by_hand(&vm, &by_hand_results(spec)))
-        .map(|a| crate::debug::shell_quote(&a.to_string_lossy()))
-        .collect::<Vec<_>>()
-        .join(" "))
+    Ok(quoted_line(
+        qemu,
+        crate::qemu::argv_by_hand(&vm, &by_hand_results(spec)),
+    ))
 }
 
 /// Where `--dry-run` says the sockets are (they exist only while a VM runs).
