@@ -80,6 +80,36 @@ pub mod exit {
     /// Interrupted by SIGINT/SIGTERM.
     pub const INTERRUPTED: u8 = 130;
 
+    /// What a run of cells came to, as far as its exit status goes.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct RunSummary {
+        /// Cells that finished (or will never start).
+        pub cells: usize,
+        /// Cells with an unexpected result (failed, not run), and results
+        /// a front door found missing (a benchmark without its number).
+        pub unexpected: usize,
+        /// Cells the host could not run (a download, QEMU refusing).
+        pub errors: usize,
+        /// Whether SIGINT/SIGTERM stopped the run.
+        pub interrupted: bool,
+    }
+
+    /// The exit status of a run: the one mapping every command that runs
+    /// cells uses (nextest's `RunStats` to exit code). 130 after a signal;
+    /// else 1 on any unexpected result or no cell at all; else 69 when a
+    /// cell could not run for the host's reasons; else 0.
+    pub fn of_run(s: &RunSummary) -> u8 {
+        if s.interrupted {
+            INTERRUPTED
+        } else if s.cells == 0 || s.unexpected > 0 {
+            TESTS_FAILED
+        } else if s.errors > 0 {
+            INFRASTRUCTURE
+        } else {
+            OK
+        }
+    }
+
     /// Every status with what it means, ascending.
     pub const TABLE: &[(u8, &str)] = &[
         (OK, "every result as expected"),

@@ -120,22 +120,28 @@ impl Session {
         };
         let _ = reporters.step(&format!("{doing} kernel {label}"));
         let (spec, mirror) = (spec.clone(), self.mirror.clone());
-        let r = tokio::task::spawn_blocking(move || {
-            let mut progress = progress;
-            crate::kernelspec::resolve(&spec, mirror.as_deref(), &mut |p| {
-                if let Some(f) = progress.as_mut() {
-                    f(p)
-                }
+        let r = reporters
+            .blocking(move |say| {
+                let mut progress = progress;
+                crate::kernelspec::resolve(
+                    &spec,
+                    mirror.as_deref(),
+                    &mut |p| {
+                        if let Some(f) = progress.as_mut() {
+                            f(p)
+                        }
+                    },
+                    say,
+                )
             })
-        })
-        .await
-        .unwrap_or_else(|e| {
-            Err(ResolveError::BadImage {
-                path: PathBuf::new(),
-                why: format!("internal error: {e}"),
+            .await
+            .unwrap_or_else(|e| {
+                Err(ResolveError::BadImage {
+                    path: PathBuf::new(),
+                    why: format!("internal error: {e}"),
+                })
             })
-        })
-        .map_err(Arc::new);
+            .map_err(Arc::new);
         if let Ok(k) = &r {
             let _ = reporters.step(&format!("kernel {} at {}", k.description, k.path.display()));
         }
@@ -173,23 +179,25 @@ impl Session {
             kselftest_tree.map(String::from),
             kernel.version.clone(),
         );
-        let r = tokio::task::spawn_blocking(move || {
-            let spec = crate::kselftest::source_spec(&name_s, tree.as_deref(), version.as_deref())?;
-            let cache = crate::kernel::cache::Cache::from_env()?;
-            crate::kselftest::prepare(&spec, &cache, &opts)
-        })
-        .await
-        .map_err(|e| format!("internal error: {e}"))
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map(|build| {
-            let _ = reporters.step(&format!(
-                "upstream selftests from {} ({}) in {}",
-                build.manifest.source,
-                if build.cached { "cached" } else { "built" },
-                build.dir.display()
-            ));
-            build.tests()
-        });
+        let r = reporters
+            .blocking(move |say| {
+                let spec =
+                    crate::kselftest::source_spec(&name_s, tree.as_deref(), version.as_deref())?;
+                let cache = crate::kernel::cache::Cache::from_env()?;
+                crate::kselftest::prepare(&spec, &cache, &opts, say)
+            })
+            .await
+            .map_err(|e| format!("internal error: {e}"))
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map(|build| {
+                let _ = reporters.step(&format!(
+                    "upstream selftests from {} ({}) in {}",
+                    build.manifest.source,
+                    if build.cached { "cached" } else { "built" },
+                    build.dir.display()
+                ));
+                build.tests()
+            });
         self.kselftests.insert(key, r.clone());
         r
     }

@@ -14,8 +14,10 @@ pub enum Interrupt {
     Term,
 }
 
-/// Installs the handlers; must be called inside the tokio runtime.
-pub fn install(cancel: CancellationToken) -> std::io::Result<()> {
+/// Installs the handlers; must be called inside the tokio runtime. What
+/// the harness does about a signal goes to `notice` (the front door's
+/// stderr: the library prints nothing).
+pub fn install(cancel: CancellationToken, notice: fn(&str)) -> std::io::Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
     tokio::spawn(async move {
@@ -28,12 +30,12 @@ pub fn install(cancel: CancellationToken) -> std::io::Result<()> {
             };
             seen += 1;
             if seen == 1 {
-                eprintln!("harness: {which:?} received: stopping VMs and writing partial results (again to kill at once)");
+                notice(&format!("{which:?} received: stopping VMs and writing partial results (again to kill at once)"));
                 cancel.cancel();
             } else {
-                eprintln!("harness: {which:?} received again: killing every VM now");
+                notice(&format!("{which:?} received again: killing every VM now"));
                 crate::procs::kill_all();
-                std::process::exit(130);
+                std::process::exit(crate::error::exit::INTERRUPTED.into());
             }
         }
     });

@@ -1,6 +1,7 @@
 //! Tidy checks (rust-analyzer's `tidy.rs` idea): ARCHITECTURE.md names
-//! every source file and guest binary, and the library's top-level modules
-//! import each other without a cycle. Quick tier.
+//! every source file and guest binary, the library's top-level modules
+//! import each other without a cycle, and the library prints nothing.
+//! Quick tier.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -162,4 +163,116 @@ fn top_level_modules_have_no_import_cycle() {
             .collect();
         assert!(up.is_empty(), "{floor} imports upward: {up:?}");
     }
+}
+
+/// `text` without its `#[cfg(test)]` items (a test may print).
+fn without_test_items(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if l.trim() != "#[cfg(test)]" {
+            out.push_str(l);
+            out.push('\n');
+            continue;
+        }
+        // The item: one line, or a block that closes at column 0.
+        if lines
+            .next()
+            .is_some_and(|item| item.trim_end().ends_with('{'))
+        {
+            for l in lines.by_ref() {
+                if l == "}" {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The library prints nothing: progress is an event (`Event::Step`, or a
+/// note its front door's callback says), a command's output is returned to
+/// the binary, which prints. The one exception is the interactive shell's
+/// bridge, whose job is the user's terminal.
+#[test]
+fn the_library_prints_nothing() {
+    const ALLOWED: &[(&str, &str)] = &[(
+        "console_bridge.rs",
+        "the --shell bridge copies the guest's console to the user's terminal",
+    )];
+    const PRINTS: &[&str] = &[
+        "println!(",
+        "print!(",
+        "eprintln!(",
+        "eprint!(",
+        "io::stdout()",
+        "io::stderr()",
+        "dbg!(",
+    ];
+    let src = root().join("harness/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        if rel.starts_with("bin/") || ALLOWED.iter().any(|(a, _)| *a == rel) {
+            continue;
+        }
+        let text = without_test_items(&std::fs::read_to_string(&f).unwrap());
+        for l in text.lines() {
+            let code = l.split("//").next().unwrap_or("");
+            if PRINTS.iter().any(|p| code.contains(p)) {
+                found.push(format!("harness/src/{rel}: {}", l.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the library prints (send an Event::Step, take a `say` callback, or return the text to the binary):\n{}",
+        found.join("\n")
+    );
+}
+
+/// One exit-code table: statuses are named in `harness/src/error.rs`'s
+/// `exit` module (with the one mapping from a run's summary), and nowhere
+/// else does a number or a constant of its own become an exit status.
+#[test]
+fn exit_statuses_come_from_one_table() {
+    let src = root().join("harness/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    let mut tables = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
+        let text = without_test_items(&std::fs::read_to_string(&f).unwrap());
+        if text.contains("pub mod exit {") {
+            tables.push(rel.clone());
+        }
+        if rel == "error.rs" {
+            continue;
+        }
+        for l in text.lines() {
+            let code = l.split("//").next().unwrap_or("");
+            let literal = |call: &str| {
+                code.split(call)
+                    .skip(1)
+                    .any(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+            };
+            // Dying of SIGPIPE is the signal's status, not the table's.
+            let sigpipe = code.contains("128 + libc::SIGPIPE");
+            if code.contains("const EXIT_")
+                || literal("ExitCode::from(")
+                || (literal("process::exit(") && !sigpipe)
+            {
+                found.push(format!("harness/src/{rel}: {}", l.trim()));
+            }
+        }
+    }
+    assert_eq!(tables, ["error.rs"], "one exit-code table");
+    assert!(
+        found.is_empty(),
+        "exit statuses outside harness::error::exit:\n{}",
+        found.join("\n")
+    );
 }

@@ -141,7 +141,7 @@ fn kill(pid: u32, sig: i32) {
 /// A kernel image from the spec (fetched through the harness's cache).
 fn kernel_image() -> PathBuf {
     let spec = harness::kernelspec::KernelSpec::parse(&kernel()).unwrap();
-    harness::kernelspec::resolve(&spec, None, &mut |_| {})
+    harness::kernelspec::resolve(&spec, None, &mut |_| {}, &|m| eprintln!("harness: {m}"))
         .expect("test kernel")
         .path
 }

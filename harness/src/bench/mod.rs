@@ -193,10 +193,26 @@ pub enum Measured {
     Missing,
 }
 
+/// What [`run`] leaves: what it measured, and the table and file names the
+/// front door shows (the library prints nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Benched {
+    /// Whether every configuration has its number.
+    pub measured: Measured,
+    /// The results table and where the CSV, JSON and plot are (empty when
+    /// nothing ran).
+    pub summary: String,
+}
+
 /// Runs the benchmark through the planner and runner (one cell per kernel
 /// x topology, one after another). The run's exit status is the exit
 /// reporter's, raised to 1 when a configuration is [`Measured::Missing`].
-pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, BenchError> {
+/// `notice` says that a signal arrived (the handlers' note).
+pub async fn run(
+    a: Options,
+    reporters: &mut Reporters,
+    notice: fn(&str),
+) -> Result<Benched, BenchError> {
     let mut topologies = Vec::new();
     for t in &a.topologies {
         topologies.push((
@@ -275,16 +291,21 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
         );
         let bins = session.guest_bins(reporters).await?;
         bare::emit(dir, &resolved.path, topo, accel, &tests, &bins).map_err(infra)?;
-        eprintln!(
-            "harness: bare boot of {label} {} written to {}",
-            topologies[0].0,
-            dir.display()
-        );
-        return Ok(Measured::Nothing);
+        reporters
+            .step(&format!(
+                "bare boot of {label} {} written to {}",
+                topologies[0].0,
+                dir.display()
+            ))
+            .map_err(infra)?;
+        return Ok(Benched {
+            measured: Measured::Nothing,
+            summary: String::new(),
+        });
     }
 
     let cancel = CancellationToken::new();
-    crate::signals::install(cancel.clone()).map_err(infra)?;
+    crate::signals::install(cancel.clone(), notice).map_err(infra)?;
     std::fs::create_dir_all(&a.out).map_err(|e| infra(format!("{}: {e}", a.out.display())))?;
     // One cell per kernel x topology; what each measures, by index.
     let mut planned = Vec::new();
@@ -381,14 +402,16 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
             if !accels.contains(&r.accel) {
                 accels.push(r.accel.clone());
             }
-            eprintln!(
-                "harness: {}: {} in {:.1} s ({} failed cases; console {})",
-                o.meta.name,
-                crate::verdict::describe(&r.end),
-                r.duration.as_secs_f64(),
-                o.counts.fail,
-                o.meta.out_dir.join("console.log").display()
-            );
+            reporters
+                .step(&format!(
+                    "{}: {} in {:.1} s ({} failed cases; console {})",
+                    o.meta.name,
+                    crate::verdict::describe(&r.end),
+                    r.duration.as_secs_f64(),
+                    o.counts.fail,
+                    o.meta.out_dir.join("console.log").display()
+                ))
+                .map_err(infra)?;
         }
         any_bad |= cell_rows
             .iter()
@@ -415,21 +438,24 @@ pub async fn run(a: Options, reporters: &mut Reporters) -> Result<Measured, Benc
         crate::reporter::write_atomic(&p, text.as_bytes()).map_err(infra)?;
         Ok(p)
     };
-    print!("{}", report::table(&rep));
     let csv = write("bench.csv", report::csv(&rep))?;
     let json = write("bench.json", report::json(&rep))?;
     let svg = a.out.join("bench.svg");
     plot::write(&rep, &svg).map_err(infra)?;
-    println!(
-        "CSV {}  JSON {}  plot {}",
+    let summary = format!(
+        "{}CSV {}  JSON {}  plot {}\n",
+        report::table(&rep),
         csv.display(),
         json.display(),
         svg.display()
     );
-    Ok(if any_bad {
-        Measured::Missing
-    } else {
-        Measured::All
+    Ok(Benched {
+        measured: if any_bad {
+            Measured::Missing
+        } else {
+            Measured::All
+        },
+        summary,
     })
 }
 

@@ -73,12 +73,14 @@ pub(super) fn rev(tree: &Path, r: &str, opt: &str) -> Result<String, BisectError
 pub(super) struct ResetGuard<'a> {
     /// The tree to reset.
     pub(super) tree: &'a Path,
+    /// Where a failed reset is said.
+    pub(super) say: fn(&str),
 }
 
 impl Drop for ResetGuard<'_> {
     fn drop(&mut self) {
         if let Err(e) = git(self.tree, &["bisect", "reset"]) {
-            eprintln!("harness: bisect: could not reset the tree: {e}");
+            (self.say)(&format!("bisect: could not reset the tree: {e}"));
         }
     }
 }

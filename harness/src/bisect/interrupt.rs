@@ -32,11 +32,12 @@ impl Interrupt {
 }
 
 /// Runs a child in its own process group (so that the interrupt reaches it
-/// through us); returns its exit code and stdout.
+/// through us); returns its exit code and stdout, each line of which also
+/// goes to `echo` as it comes.
 pub(super) fn run_child(
     mut cmd: Command,
     intr: &Interrupt,
-    echo: bool,
+    echo: fn(&str),
 ) -> Result<(Option<i32>, String), BisectError> {
     use std::os::unix::process::CommandExt;
     cmd.process_group(0)
@@ -48,9 +49,7 @@ pub(super) fn run_child(
     if let Some(out) = child.stdout.take() {
         for line in BufReader::new(out).lines() {
             let Ok(line) = line else { break };
-            if echo {
-                eprintln!("{line}");
-            }
+            echo(&line);
             text.push_str(&line);
             text.push('\n');
         }

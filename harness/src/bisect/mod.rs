@@ -47,7 +47,7 @@ pub use git::{check_tree, parse_first_bad, CommitInfo};
 pub use interrupt::Interrupt;
 pub use record::{read_steps, StepRecord};
 pub use select::{bench_specs, validate, Perf, TestSel, BENCH_SUITE};
-pub use step::step;
+pub use step::{step, Stepped};
 pub use verdict::{combine, decided, verdict_from_cases, BadIf, Verdict};
 
 use args::step_command;
@@ -57,16 +57,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::Ordering;
 
-/// Exit status of a good step.
-pub const EXIT_GOOD: u8 = 0;
-/// Exit status of a bad step.
-pub const EXIT_BAD: u8 = 1;
-/// Exit status of a step that cannot say (`git bisect run`'s skip).
-pub const EXIT_SKIP: u8 = crate::error::exit::BISECT_SKIP;
-/// Exit status of `harness bisect` when no single first bad commit was found.
-pub const EXIT_INCONCLUSIVE: u8 = crate::error::exit::TESTS_FAILED;
-/// Exit status after SIGINT/SIGTERM.
-pub const EXIT_INTERRUPTED: u8 = crate::error::exit::INTERRUPTED;
+use crate::error::exit;
 
 /// Errors of a bisection.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +92,8 @@ pub struct Outcome {
     pub steps: Vec<StepRecord>,
     /// Exit status for the harness.
     pub exit: u8,
+    /// The human report for stdout (empty when the bisection did not end).
+    pub report: String,
 }
 
 /// The two ends of a bisection, resolved and checked (nothing written).
@@ -155,9 +148,16 @@ pub fn ends(args: &BisectArgs) -> Result<Ends, BisectError> {
     Ok(Ends { good, bad, commits })
 }
 
-/// `harness bisect`: `exe` is the harness binary that runs the steps.
-/// Prints the report to stdout.
-pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, BisectError> {
+/// `harness bisect`: `exe` is the harness binary that runs the steps. Its
+/// notes go to `say`, the steps' own lines to `echo` (the front door's
+/// stderr); the report is the outcome's.
+pub fn run(
+    args: &BisectArgs,
+    exe: &Path,
+    intr: &Interrupt,
+    say: fn(&str),
+    echo: fn(&str),
+) -> Result<Outcome, BisectError> {
     let c = &args.common;
     let perf = Perf::of(c)?;
     let Ends {
@@ -170,23 +170,24 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
     // object directory stays: it makes the first build incremental).
     let _ = std::fs::remove_file(c.out.join("steps.jsonl"));
     let _ = std::fs::remove_dir_all(c.out.join("steps"));
-    eprintln!(
-        "harness: bisect: {n} commit(s) in {}..{}, about {} step(s) after checking both ends",
+    say(&format!(
+        "bisect: {n} commit(s) in {}..{}, about {} step(s) after checking both ends",
         &good[..12],
         &bad[..12],
         steps_expected(n)
-    );
+    ));
 
     git(&c.tree, &["bisect", "start"])?;
-    let guard = ResetGuard { tree: &c.tree };
-    let finish = |exit: u8, first_bad: Option<CommitInfo>| -> Outcome {
+    let guard = ResetGuard { tree: &c.tree, say };
+    let finish = |status: u8, first_bad: Option<CommitInfo>| -> Outcome {
         if let Ok(log) = git(&c.tree, &["bisect", "log"]) {
             let _ = std::fs::write(c.out.join("bisect.log"), log);
         }
         Outcome {
             first_bad,
             steps: read_steps(&c.out),
-            exit,
+            exit: status,
+            report: String::new(),
         }
     };
     for (phase, id, want, opt) in [
@@ -194,25 +195,25 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         ("check-bad", &bad, Verdict::Bad, "--bad"),
     ] {
         if intr.seen.load(Ordering::SeqCst) {
-            let o = finish(EXIT_INTERRUPTED, None);
+            let o = finish(exit::INTERRUPTED, None);
             drop(guard);
             return Ok(o);
         }
         git(&c.tree, &["checkout", "-q", "--detach", id])?;
-        eprintln!(
-            "harness: bisect: checking that {opt} {} is {}",
+        say(&format!(
+            "bisect: checking that {opt} {} is {}",
             &id[..12],
             want.name()
-        );
-        let (code, _) = run_child(step_command(exe, c, phase), intr, true)?;
+        ));
+        let (code, _) = run_child(step_command(exe, c, phase), intr, echo)?;
         if intr.seen.load(Ordering::SeqCst) {
-            let o = finish(EXIT_INTERRUPTED, None);
+            let o = finish(exit::INTERRUPTED, None);
             drop(guard);
             return Ok(o);
         }
         let got = Verdict::from_exit(code);
         if got != want {
-            let o = finish(2, None);
+            let o = finish(exit::USAGE, None);
             drop(guard);
             // The end's own record (none if its step died before writing it).
             let rec = o.steps.last().filter(|s| s.phase == phase);
@@ -254,10 +255,10 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         .args(["bisect", "run"])
         .arg(exe)
         .args(step_argv(c, "bisect"));
-    let (_, text) = run_child(cmd, intr, true)?;
+    let (_, text) = run_child(cmd, intr, echo)?;
     let _ = std::fs::write(c.out.join("bisect-run.log"), &text);
     if intr.seen.load(Ordering::SeqCst) {
-        let o = finish(EXIT_INTERRUPTED, None);
+        let o = finish(exit::INTERRUPTED, None);
         drop(guard);
         return Ok(o);
     }
@@ -265,14 +266,14 @@ pub fn run(args: &BisectArgs, exe: &Path, intr: &Interrupt) -> Result<Outcome, B
         Some(id) => Some(commit_info(&c.tree, &id)?),
         None => None,
     };
-    let exit = if first.is_some() {
-        0
+    let status = if first.is_some() {
+        exit::OK
     } else {
-        EXIT_INCONCLUSIVE
+        exit::TESTS_FAILED
     };
-    let o = finish(exit, first);
+    let mut o = finish(status, first);
     drop(guard);
-    print!("{}", report(&o, &text));
+    o.report = report(&o, &text);
     Ok(o)
 }
 

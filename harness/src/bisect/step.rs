@@ -5,16 +5,34 @@
 use super::git::git;
 use super::{
     bench_specs, combine, decided, metric, read_steps, validate, verdict_from_cases, CommonArgs,
-    Perf, StepArgs, StepRecord, Verdict, BENCH_SUITE, EXIT_INTERRUPTED, EXIT_SKIP,
+    Perf, StepArgs, StepRecord, Verdict, BENCH_SUITE,
 };
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-/// `harness bisect-step`: one step at the tree's HEAD. Returns the exit
-/// status for `git bisect run` (0, 1, 125; 130 when interrupted).
-pub async fn step(args: StepArgs) -> u8 {
+/// What one step leaves for its front door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stepped {
+    /// The exit status for `git bisect run` (0, 1, 125; 130 when
+    /// interrupted).
+    pub exit: u8,
+    /// The step's line for stdout (`step N phase commit: verdict ...`);
+    /// empty when the step could not begin.
+    pub line: String,
+}
+
+/// `harness bisect-step`: one step at the tree's HEAD. Its notes (a build's
+/// progress, why it cannot begin, signals) go to `say`.
+pub async fn step(args: StepArgs, say: fn(&str)) -> Stepped {
+    let skip = |e: &dyn std::fmt::Display| {
+        say(&format!("bisect-step: {e}"));
+        Stepped {
+            exit: crate::error::exit::BISECT_SKIP,
+            line: String::new(),
+        }
+    };
     let c = &args.common;
     let t0 = Instant::now();
     let (id, subject) = match (
@@ -22,26 +40,20 @@ pub async fn step(args: StepArgs) -> u8 {
         git(&c.tree, &["show", "-s", "--format=%s", "HEAD"]),
     ) {
         (Ok(i), Ok(s)) => (i.trim().to_string(), s.trim().to_string()),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("harness: bisect-step: {e}");
-            return EXIT_SKIP;
-        }
+        (Err(e), _) | (_, Err(e)) => return skip(&e),
     };
     let perf = match Perf::of(c) {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("harness: bisect-step: {e}");
-            return EXIT_SKIP;
-        }
+        Err(e) => return skip(&e),
     };
     let n = read_steps(&c.out).len() + 1;
     let dir = c.out.join("steps").join(format!("{n:03}-{}", &id[..12]));
     let _ = std::fs::create_dir_all(&dir);
     let cancel = tokio_util::sync::CancellationToken::new();
-    let _ = crate::signals::install(cancel.clone());
+    let _ = crate::signals::install(cancel.clone(), say);
     let r = match &c.step_command {
         Some(cmd) => command_reps(c, perf.as_ref(), cmd, &id, &dir),
-        None => kernel_reps(c, perf.as_ref(), &dir, &cancel).await,
+        None => kernel_reps(c, perf.as_ref(), &dir, &cancel, say).await,
     };
     let verdicts: Vec<Verdict> = r.reps.iter().map(|x| x.verdict).collect();
     let values: Vec<Option<f64>> = match &perf {
@@ -87,9 +99,9 @@ pub async fn step(args: StepArgs) -> u8 {
         .open(&path)
         .and_then(|mut f| f.write_all(rec.to_line().as_bytes()));
     if let Err(e) = appended {
-        eprintln!("harness: bisect-step: {}: {e}", path.display());
+        say(&format!("bisect-step: {}: {e}", path.display()));
     }
-    println!(
+    let line = format!(
         "step {n} {} {}: {} ({}) in {:.0} s",
         args.phase,
         &id[..12],
@@ -97,10 +109,14 @@ pub async fn step(args: StepArgs) -> u8 {
         rec.reason,
         t0.elapsed().as_secs_f64()
     );
-    if cancel.is_cancelled() {
-        return EXIT_INTERRUPTED;
+    Stepped {
+        exit: if cancel.is_cancelled() {
+            crate::error::exit::INTERRUPTED
+        } else {
+            verdict.exit_code()
+        },
+        line,
     }
-    verdict.exit_code()
 }
 
 /// What one repetition said.
@@ -212,6 +228,7 @@ async fn kernel_reps(
     perf: Option<&Perf>,
     dir: &Path,
     cancel: &tokio_util::sync::CancellationToken,
+    say: fn(&str),
 ) -> Reps {
     let skip = |why: String, b: f64| Reps {
         reps: vec![Rep::skip(why.clone())],
@@ -245,9 +262,7 @@ async fn kernel_reps(
     );
     let d2 = def.clone();
     let built = tokio::task::spawn_blocking(move || {
-        crate::kernel::build::build_tree(&d2, &tree, &obj, &opts, &log, &|m| {
-            eprintln!("harness: {m}")
-        })
+        crate::kernel::build::build_tree(&d2, &tree, &obj, &opts, &log, &say)
     })
     .await;
     let build_s = tb.elapsed().as_secs_f64();

@@ -1,7 +1,8 @@
 //! A step's verdict: one repetition's from the cell's cases, a step's from
 //! its repetitions under `--bad-if`, and `git bisect run`'s exit status for it.
 
-use super::{TestSel, EXIT_BAD, EXIT_GOOD, EXIT_SKIP};
+use super::TestSel;
+use crate::error::exit;
 use serde::{Deserialize, Serialize};
 
 /// When a step that ran `--repeat` times is bad.
@@ -30,9 +31,9 @@ impl Verdict {
     /// `git bisect run`'s exit status.
     pub fn exit_code(self) -> u8 {
         match self {
-            Verdict::Good => EXIT_GOOD,
-            Verdict::Bad => EXIT_BAD,
-            Verdict::Skip => EXIT_SKIP,
+            Verdict::Good => exit::OK,
+            Verdict::Bad => exit::TESTS_FAILED,
+            Verdict::Skip => exit::BISECT_SKIP,
         }
     }
 

@@ -466,11 +466,13 @@ pub fn image_release(path: &std::path::Path) -> Option<String> {
 /// Gets the image for a spec: a local file as is, Debian's package
 /// (fetched, verified and cached), a definition built from source or the
 /// user's tree built as it is (each a cache hit when nothing changed).
-/// Blocking: call from a blocking thread.
+/// Blocking: call from a blocking thread. A build's progress notes go to
+/// `say`.
 pub fn resolve(
     spec: &KernelSpec,
     mirror: Option<&str>,
     progress: &mut dyn FnMut(crate::kernel::debian::Progress),
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<ResolvedKernel, ResolveError> {
     use crate::kernel::{build, cache::Cache, debian::DebianMirror, definition, tree};
     match spec {
@@ -496,7 +498,7 @@ pub fn resolve(
                 &cache,
                 &build::BuildOptions::default(),
                 &|| DebianMirror::discover(mirror.as_deref()),
-                &|m| eprintln!("harness: {m}"),
+                say,
             )?;
             let path = built
                 .image
@@ -525,7 +527,7 @@ pub fn resolve(
                 &def,
                 &Cache::from_env()?,
                 &build::BuildOptions::default(),
-                &|m| eprintln!("harness: {m}"),
+                say,
             )?;
             Ok(ResolvedKernel {
                 path: built.image,

@@ -48,8 +48,14 @@ pub struct Build {
     pub cached: bool,
 }
 
-/// The build for `spec`, from the cache or built now.
-pub fn prepare(spec: &SourceSpec, cache: &Cache, opts: &Options) -> Result<Build, KselftestError> {
+/// The build for `spec`, from the cache or built now; progress notes go
+/// to `say`.
+pub fn prepare(
+    spec: &SourceSpec,
+    cache: &Cache,
+    opts: &Options,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<Build, KselftestError> {
     let gcc = gcc_version()?;
     let mirror = || DebianMirror::discover(opts.mirror.as_deref());
     // The source identity first: cheap for Debian (the .deb is cached).
@@ -60,10 +66,10 @@ pub fn prepare(spec: &SourceSpec, cache: &Cache, opts: &Options) -> Result<Build
     {
         Ok(n) => Some(n),
         Err(e) => {
-            eprintln!(
-                "harness: warning: no libnuma >= {LIBNUMA_MIN} ({e}); \
+            say(&format!(
+                "warning: no libnuma >= {LIBNUMA_MIN} ({e}); \
                  futex_numa_mpol will skip its MPOL part"
-            );
+            ));
             None
         }
     };
@@ -97,8 +103,8 @@ pub fn prepare(spec: &SourceSpec, cache: &Cache, opts: &Options) -> Result<Build
             "create a temporary directory in",
             &std::env::temp_dir(),
         ))?;
-    let root = source::tree(spec, deb.as_deref(), work.path())?;
-    eprintln!("harness: building the upstream futex selftests");
+    let root = source::tree(spec, deb.as_deref(), work.path(), say)?;
+    say("building the upstream futex selftests");
     let staged = tempfile::Builder::new()
         .prefix(".tmp-")
         .tempdir_in(&parent)

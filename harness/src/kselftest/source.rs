@@ -98,10 +98,11 @@ pub(super) fn tree(
     spec: &SourceSpec,
     deb: Option<&Path>,
     work: &Path,
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<PathBuf, KselftestError> {
     match (spec, deb) {
         (SourceSpec::Debian { series }, Some(deb)) => {
-            eprintln!("harness: unpacking linux-source-{series}");
+            say(&format!("unpacking linux-source-{series}"));
             unpack_debian_source(deb, series, work)
         }
         (SourceSpec::Tree(dir), _) => {

@@ -50,20 +50,21 @@ impl Build {
 
 /// Resolves any suite: the kselftest ones are built (or taken from the
 /// cache) from `source`, or from Debian's source of `kernel_version`; the
-/// others are [`crate::suite::builtin`].
+/// others are [`crate::suite::builtin`]. A build's progress goes to `say`.
 pub fn resolve_suite(
     suite: &str,
     expect: Option<&str>,
     source: Option<&str>,
     kernel_version: Option<&str>,
     opts: &Options,
+    say: &(dyn Fn(&str) + Sync),
 ) -> Result<Vec<SuiteTest>, KselftestError> {
     if !is_kselftest_suite(suite) {
         return Ok(crate::suite::builtin(suite, expect)?);
     }
     let spec = source_spec(suite, source, kernel_version)?;
     let cache = Cache::from_env()?;
-    Ok(prepare(&spec, &cache, opts)?.tests())
+    Ok(prepare(&spec, &cache, opts, say)?.tests())
 }
 
 /// The programs to run, in order: run.sh's invocations (with their

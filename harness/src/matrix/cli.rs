@@ -133,9 +133,11 @@ impl From<report::ReportError> for crate::error::Error {
 }
 
 /// What `harness matrix` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Done {
-    /// Listed cells, or found none to run (exit 0).
+    /// Listed cells or planned a dry run: the text for stdout (exit 0).
+    Text(String),
+    /// Found no cell to run, or wrote the listing to a file (exit 0).
     Nothing,
     /// Ran cells: the exit status is the reporters' verdict.
     Ran,
@@ -179,15 +181,17 @@ pub async fn matrix(
         )
         .map_err(Error::infra)?;
         _shipped = Some(tmp);
-        eprintln!("harness: no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix");
+        reporters.step(&format!(
+            "no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix"
+        ))?;
         dir.join(DEFAULT_MATRIX)
     } else if args.matrix == Path::new(DEFAULT_MATRIX) {
         let d = default_matrix().map_err(Error::infra)?;
         if d.built_in {
-            eprintln!(
-                "harness: no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix ({})",
+            reporters.step(&format!(
+                "no {DEFAULT_MATRIX} in the current directory: using the built-in default matrix ({})",
                 d.path.display()
-            );
+            ))?;
         }
         d.path
     } else {
@@ -202,7 +206,10 @@ pub async fn matrix(
     };
     if args.rerun_failed {
         let names = report::not_passed(&run::aggregate_path(&args.out))?;
-        eprintln!("harness: rerunning {} cells that did not pass", names.len());
+        reporters.step(&format!(
+            "rerunning {} cells that did not pass",
+            names.len()
+        ))?;
         filters.only = Some(names);
     }
     let selected = plan::select(&m, &filters);
@@ -225,7 +232,7 @@ pub async fn matrix(
         .unwrap_or_else(|| crate::costs::default_path(&args.out));
     let (costs, costs_note) = crate::costs::Costs::load(&costs_path);
     if let Some(note) = costs_note {
-        eprintln!("harness: {note}");
+        reporters.step(&note)?;
     }
     // Shards must agree across machines: only a file every shard was given
     // balances them; otherwise the declared costs do.
@@ -253,9 +260,7 @@ pub async fn matrix(
             crate::reporter::write_atomic(file, text.as_bytes()).map_err(Error::usage)?;
             return Ok(Done::Nothing);
         }
-        // A closed pipe (`| head`) is not an error worth a panic.
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
-        return Ok(Done::Nothing);
+        return Ok(Done::Text(text));
     }
     if args.json == Some(None) {
         return Err(MatrixError::Usage(
@@ -274,7 +279,7 @@ pub async fn matrix(
         .into());
     }
     if cells.is_empty() {
-        eprintln!("harness: no cells selected");
+        reporters.step("no cells selected")?;
         return Ok(Done::Nothing);
     }
     // Every selected kernel checked before anything is fetched or booted.
@@ -326,12 +331,10 @@ pub async fn matrix(
             writes.push(format!("{} (the KCIDB document)", p.display()));
         }
         let text = super::dry_run::plan(&m, &cells, &opts, &writes)?;
-        // A closed pipe (`| head`) is not an error worth a panic.
-        let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
-        return Ok(Done::Nothing);
+        return Ok(Done::Text(text));
     }
-    eprintln!(
-        "harness: {} cells (shard {shard_i}/{shard_n}), budget: {}, TCG thread={}; costs: {}",
+    reporters.step(&format!(
+        "{} cells (shard {shard_i}/{shard_n}), budget: {}, TCG thread={}; costs: {}",
         cells.len(),
         budget.describe(),
         tcg_thread.name(),
@@ -340,7 +343,7 @@ pub async fn matrix(
         } else {
             costs_path.display().to_string()
         }
-    );
+    ))?;
     reporters.add(crate::reporter::costs::CostsFile::new(costs_path, costs));
     reporters.add(Junit::new(&run::aggregate_path(&args.out), "harness matrix").per_cell());
     if let Some(Some(path)) = &args.json {
@@ -381,13 +384,12 @@ fn no_match(m: &super::Matrix, f: &Filters) -> String {
     )
 }
 
-/// Runs `harness junit merge`.
-pub fn merge(args: MergeRequest) -> Result<(), Error> {
+/// Runs `harness junit merge`; says what it wrote.
+pub fn merge(args: MergeRequest) -> Result<String, Error> {
     report::merge(&args.out, &args.inputs)?;
-    println!(
+    Ok(format!(
         "merged {} reports into {}",
         args.inputs.len(),
         args.out.display()
-    );
-    Ok(())
+    ))
 }

@@ -1,7 +1,6 @@
-//! The exit status of a run, decided from its events in one place: 130
-//! after SIGINT/SIGTERM; else 1 on any unexpected test result (a failed
-//! cell, or no cell at all); else 69 when a cell could not run for the
-//! host's reasons (a kernel download, QEMU refusing the image); else 0.
+//! The exit status of a run, from its events: the reporter keeps the
+//! run's [`exit::RunSummary`], and [`exit::of_run`] (the one mapping, in
+//! the exit-code table's module) decides.
 
 use super::{ReportError, Reporter};
 use crate::error::exit;
@@ -11,15 +10,7 @@ use std::sync::{Arc, Mutex};
 /// Collects the verdict; read it with [`ExitStatus::code`] after the run.
 #[derive(Debug, Clone, Default)]
 pub struct ExitStatus {
-    state: Arc<Mutex<State>>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    cells: usize,
-    bad: usize,
-    errors: usize,
-    interrupted: bool,
+    summary: Arc<Mutex<exit::RunSummary>>,
 }
 
 impl ExitStatus {
@@ -28,31 +19,32 @@ impl ExitStatus {
         ExitStatus::default()
     }
 
+    fn summary(&self) -> std::sync::MutexGuard<'_, exit::RunSummary> {
+        self.summary.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Counts a result the front door found missing beyond the cells'
+    /// statuses (a benchmark configuration without its number).
+    pub fn unexpected(&self) {
+        self.summary().unexpected += 1;
+    }
+
     /// The run's exit status.
     pub fn code(&self) -> u8 {
-        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if s.interrupted {
-            exit::INTERRUPTED
-        } else if s.cells == 0 || s.bad > 0 {
-            exit::TESTS_FAILED
-        } else if s.errors > 0 {
-            crate::error::ErrorKind::Infrastructure.exit_code()
-        } else {
-            exit::OK
-        }
+        exit::of_run(&self.summary())
     }
 }
 
 impl Reporter for ExitStatus {
     fn report(&mut self, event: &Event) -> Result<(), ReportError> {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.summary();
         match event {
             Event::CellFinished(o) => {
                 s.cells += 1;
                 match &o.status {
                     CellStatus::Passed => {}
                     CellStatus::Error(_) => s.errors += 1,
-                    _ => s.bad += 1,
+                    _ => s.unexpected += 1,
                 }
             }
             Event::RunFinished { interrupted, .. } => s.interrupted |= interrupted,
@@ -104,5 +96,15 @@ mod tests {
         assert_eq!(code(&[finished(CellStatus::NotRun("x".into()))]), 1);
         assert_eq!(code(&[end(false)]), 1, "no cell is not a pass");
         assert_eq!(code(&[finished(CellStatus::Passed), end(true)]), 130);
+    }
+
+    #[test]
+    fn a_missing_number_is_an_unexpected_result() {
+        let e = ExitStatus::new();
+        let mut r = e.clone();
+        r.report(&finished(CellStatus::Passed)).unwrap();
+        assert_eq!(e.code(), 0);
+        e.unexpected();
+        assert_eq!(e.code(), 1);
     }
 }

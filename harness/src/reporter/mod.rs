@@ -69,6 +69,37 @@ impl Reporters {
     pub fn step(&mut self, what: &str) -> Result<(), ReportError> {
         self.send(&Event::Step(what.to_string()))
     }
+
+    /// Runs blocking work `f` (a download, a build) on a blocking thread;
+    /// each note it gives its `say` argument is an [`Event::Step`] as it
+    /// comes, so work outside the event loop reports progress the way the
+    /// rest of a run does instead of printing. Errs only when `f` panicked.
+    pub async fn blocking<T: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&(dyn Fn(&str) + Sync)) -> T + Send + 'static,
+    ) -> Result<T, tokio::task::JoinError> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let mut work = tokio::task::spawn_blocking(move || {
+            let say = move |m: &str| {
+                let _ = tx.send(m.to_string());
+            };
+            f(&say)
+        });
+        loop {
+            tokio::select! {
+                Some(note) = rx.recv() => {
+                    let _ = self.step(&note);
+                }
+                done = &mut work => {
+                    // Notes sent just before the end still come, in order.
+                    while let Ok(note) = rx.try_recv() {
+                        let _ = self.step(&note);
+                    }
+                    return done;
+                }
+            }
+        }
+    }
 }
 
 impl From<ReportError> for crate::error::Error {

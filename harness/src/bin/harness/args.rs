@@ -315,9 +315,12 @@ impl KcidbReportArgs {
             submit: self.submit,
             wait: std::time::Duration::from_secs(self.wait),
         };
-        Ok(kcidb::report(&req, &mut |line| {
-            eprintln!("harness: kcidb: {line}")
-        })?)
+        let doc = kcidb::report(&req, &mut |line| eprintln!("harness: kcidb: {line}"))?;
+        if let Some(doc) = doc {
+            // A closed pipe (`| head`) is not an error worth a panic.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), &doc);
+        }
+        Ok(())
     }
 }
 

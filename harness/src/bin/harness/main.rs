@@ -31,7 +31,6 @@ use tokio_util::sync::CancellationToken;
 // The one table of exit statuses (`harness::error::exit`).
 use harness::error::exit::{
     INFRASTRUCTURE as EXIT_INFRA, NOT_READY as EXIT_NOT_READY, OK as EXIT_OK,
-    TESTS_FAILED as EXIT_TESTS_FAILED,
 };
 
 #[derive(Parser)]
@@ -251,7 +250,10 @@ fn main() -> ExitCode {
                 .map_err(doctor::with_setup_hint),
             Command::Junit(JunitCommand::Merge(args)) => {
                 harness::matrix::cli::merge(args.request())
-                    .map(|()| EXIT_OK)
+                    .map(|said| {
+                        println!("{said}");
+                        EXIT_OK
+                    })
                     .map_err(anyhow::Error::from)
             }
             Command::Kselftest(c) => tools::kselftest(c).await,
@@ -260,12 +262,22 @@ fn main() -> ExitCode {
                 let mut reporters = Reporters::new();
                 reporters.add(exit.clone());
                 reporters.add(Terminal::new(Shape::Steps, Vec::new()));
-                match harness::bench::run(args.request(), &mut reporters).await {
-                    Ok(harness::bench::Measured::Nothing) => Ok(EXIT_OK),
-                    Ok(harness::bench::Measured::Missing) if exit.code() == EXIT_OK => {
-                        Ok(EXIT_TESTS_FAILED)
+                match harness::bench::run(args.request(), &mut reporters, say).await {
+                    Ok(b) => {
+                        print!("{}", b.summary);
+                        Ok(match b.measured {
+                            harness::bench::Measured::Nothing => EXIT_OK,
+                            // A number missing because the host failed
+                            // its cell stays the host's (69).
+                            harness::bench::Measured::Missing => {
+                                if exit.code() == EXIT_OK {
+                                    exit.unexpected();
+                                }
+                                exit.code()
+                            }
+                            harness::bench::Measured::All => exit.code(),
+                        })
                     }
-                    Ok(_) => Ok(exit.code()),
                     Err(e) => Err(anyhow::Error::from(Error::from(e))),
                 }
             }
@@ -280,7 +292,13 @@ fn main() -> ExitCode {
                     .map_err(anyhow::Error::from)
                     .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
             }
-            Command::BisectStep(args) => Ok(harness::bisect::step(args).await),
+            Command::BisectStep(args) => {
+                let stepped = harness::bisect::step(args, say).await;
+                if !stepped.line.is_empty() {
+                    println!("{}", stepped.line);
+                }
+                Ok(stepped.exit)
+            }
         }
     });
     match result {
@@ -291,6 +309,12 @@ fn main() -> ExitCode {
             ExitCode::from(exit_code_for(&e))
         }
     }
+}
+
+/// A progress note of the library's blocking work (a build, an unpack) or
+/// of a signal, on stderr like every other `harness:` line.
+pub(crate) fn say(note: &str) {
+    eprintln!("harness: {note}");
 }
 
 /// Output to a closed pipe (`harness kernel list | head -c1`) ends the
@@ -529,7 +553,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     // From here on a signal stops the VM and leaves the reports; before,
     // the default action ends a download or build at once.
     let cancel = CancellationToken::new();
-    harness::signals::install(cancel.clone())
+    harness::signals::install(cancel.clone(), say)
         .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
     reporters.step(&format!(
         "booting {} under {} ({})",
@@ -710,9 +734,12 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
             i2.fire(sig);
         }
     });
-    let o = tokio::task::spawn_blocking(move || harness::bisect::run(&args, &exe, &intr))
-        .await?
-        .map_err(Error::from)?;
+    let o = tokio::task::spawn_blocking(move || {
+        harness::bisect::run(&args, &exe, &intr, say, |line| eprintln!("{line}"))
+    })
+    .await?
+    .map_err(Error::from)?;
+    print!("{}", o.report);
     Ok(o.exit)
 }
 
@@ -736,7 +763,7 @@ async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
     let profile = args.profile.profile;
     let args = args.request();
     let cancel = CancellationToken::new();
-    harness::signals::install(cancel.clone())
+    harness::signals::install(cancel.clone(), say)
         .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
     let exit = ExitStatus::new();
     let mut reporters = Reporters::new();
@@ -749,6 +776,10 @@ async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
     reporters.add(Terminal::new(Shape::Cells, vec![footer]).profile(profile));
     Ok(
         match harness::matrix::cli::matrix(args, cancel, &mut reporters).await? {
+            harness::matrix::cli::Done::Text(text) => {
+                print!("{text}");
+                EXIT_OK
+            }
             harness::matrix::cli::Done::Nothing => EXIT_OK,
             harness::matrix::cli::Done::Ran => exit.code(),
         },

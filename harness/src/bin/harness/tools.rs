@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
 
-use crate::{EXIT_NOT_READY, EXIT_OK};
+use crate::{say, EXIT_NOT_READY, EXIT_OK};
 use harness::error::Error;
 
 #[derive(Subcommand)]
@@ -88,7 +88,7 @@ pub async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
             };
             let build = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
                 let cache = harness::kernel::cache::Cache::from_env()?;
-                Ok(harness::kselftest::prepare(&spec, &cache, &opts)?)
+                Ok(harness::kselftest::prepare(&spec, &cache, &opts, &say)?)
             })
             .await??;
             let m = &build.manifest;
@@ -237,7 +237,7 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                     &cache,
                     &opts,
                     &debian_mirror_fn(debian_mirror.clone()),
-                    &|m| eprintln!("harness: {m}"),
+                    &say,
                 )?;
                 let image = built
                     .image
@@ -265,13 +265,7 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                 no_build: true,
                 ..Default::default()
             };
-            let built = build::build(
-                &def,
-                &cache,
-                &opts,
-                &debian_mirror_fn(debian_mirror),
-                &|m| eprintln!("harness: {m}"),
-            )?;
+            let built = build::build(&def, &cache, &opts, &debian_mirror_fn(debian_mirror), &say)?;
             match built.image {
                 Some(p) => {
                     println!("{}", p.display());

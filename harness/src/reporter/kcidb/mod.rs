@@ -175,7 +175,12 @@ pub struct ReportRequest {
 
 /// Runs `harness report kcidb`: everything checked first (origin, URL,
 /// token), then the document of the results file, written and submitted.
-pub fn report(req: &ReportRequest, say: &mut dyn FnMut(&str)) -> Result<(), KcidbError> {
+/// Returns the document when it is for stdout (no `output`, no `submit`):
+/// the front door writes it.
+pub fn report(
+    req: &ReportRequest,
+    say: &mut dyn FnMut(&str),
+) -> Result<Option<Vec<u8>>, KcidbError> {
     let opts = Options::new(&req.options.origin, req.options.log_base_url.as_deref())?;
     let target = match &req.submit {
         Some(url) => {
@@ -185,13 +190,8 @@ pub fn report(req: &ReportRequest, say: &mut dyn FnMut(&str)) -> Result<(), Kcid
         None => None,
     };
     let doc = convert(&req.results, &opts)?;
-    match &req.output {
-        Some(p) => write_atomic(p, &doc)?,
-        None if target.is_none() => {
-            // A closed pipe (`| head`) is not an error worth a panic.
-            let _ = std::io::Write::write_all(&mut std::io::stdout(), &doc);
-        }
-        None => {}
+    if let Some(p) = &req.output {
+        write_atomic(p, &doc)?;
     }
     if let Some((url, token)) = target {
         let poll = submit::Poll {
@@ -199,8 +199,9 @@ pub fn report(req: &ReportRequest, say: &mut dyn FnMut(&str)) -> Result<(), Kcid
             interval: std::time::Duration::from_secs(2).min(req.wait),
         };
         submit::submit(url, &token, &doc, poll, say)?;
+        return Ok(None);
     }
-    Ok(())
+    Ok(req.output.is_none().then_some(doc))
 }
 
 /// `value` as a reader of the JSON results file gets it: the same fields,
