@@ -32,6 +32,7 @@ pub mod kselftest;
 pub mod ktap;
 pub mod matrix;
 pub mod planner;
+pub mod prepare;
 pub mod procs;
 pub mod profile;
 pub mod qemu;

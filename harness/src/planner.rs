@@ -18,7 +18,7 @@ use crate::kernelspec::{KernelSpec, ResolveError, ResolvedKernel};
 use crate::qemu::Accel;
 use crate::reporter::Reporters;
 use crate::result::KnownFailure;
-use crate::share::{self, KernelSupport, ShareSetup, ShareSpec};
+use crate::share::{self, KernelSupport, ShareSetup};
 use crate::suite::{self, SuiteTest};
 use crate::topology::Topology;
 use std::collections::BTreeMap;
@@ -43,6 +43,9 @@ pub struct Session {
     kselftests: BTreeMap<(String, String), Result<Vec<SuiteTest>, String>>,
     supports: BTreeMap<String, KernelSupport>,
     daemon: Option<Result<PathBuf, String>>,
+    /// Makes the progress display of a kernel download
+    /// ([`Session::prepare`]'s; none: downloads are quiet).
+    pub download_progress: Option<fn() -> Progress>,
 }
 
 fn join<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, Error> {
@@ -67,6 +70,7 @@ impl Session {
             kselftests: BTreeMap::new(),
             supports: BTreeMap::new(),
             daemon: None,
+            download_progress: None,
         })
     }
 
@@ -250,33 +254,6 @@ impl Session {
                 .unwrap_or_else(|e| KernelSupport::Missing(format!("internal error: {e}")));
         self.supports.insert(kernel_label.to_string(), s.clone());
         (daemon, Some(s))
-    }
-
-    /// The shares of a `harness run` cell: `explicit` ones and the
-    /// artifacts share, decided by [`share::decide`] (an explicit share
-    /// that cannot work is an error; the artifacts share falls back with a
-    /// note).
-    pub async fn shares(
-        &mut self,
-        explicit: Vec<ShareSpec>,
-        artifacts: bool,
-        kernel_label: &str,
-        kernel: &KernelSpec,
-        image: &Path,
-        reporters: &mut Reporters,
-    ) -> Result<ShareSetup, share::ShareError> {
-        let wanted = artifacts || !explicit.is_empty();
-        if !wanted {
-            return Ok(ShareSetup::none());
-        }
-        let (daemon, support) = self
-            .share_inputs(wanted, kernel_label, kernel, image, reporters)
-            .await;
-        let setup = share::decide(explicit, artifacts, daemon, support)?;
-        for n in &setup.notes {
-            let _ = reporters.step(n);
-        }
-        Ok(setup)
     }
 }
 

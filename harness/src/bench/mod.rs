@@ -11,7 +11,7 @@ pub mod report;
 
 use crate::host::AccelChoice;
 use crate::kernelspec::{KernelSpec, ResolvedKernel};
-use crate::planner::{self, CellRequest, PlannedCell, Session};
+use crate::planner::{self, PlannedCell, Session};
 use crate::reporter::Reporters;
 use crate::runner::RunOptions;
 use crate::suite::{self, SuiteTest};
@@ -342,9 +342,6 @@ pub async fn run(
                     continue;
                 }
             };
-            if let Some(note) = planner::preboot(resolved, topo)? {
-                reporters.step(&note).map_err(infra)?;
-            }
             let expect = expect_for(&a, resolved);
             if let Some(e) = &expect {
                 args.push("--expect".into());
@@ -356,17 +353,32 @@ pub async fn run(
                 args,
                 timeout: guest_timeout(names.len(), a.rounds, a.runtime),
             };
-            let mut req = CellRequest::new(
-                klabel,
-                resolved.path.clone(),
-                tlabel,
-                topo.clone(),
-                "bench",
-                vec![bench_test],
-                accel,
+            let want = crate::prepare::CellWant {
+                name: None,
+                kernel_label: klabel.clone(),
+                kernel_name: None,
+                kernel: kspec.clone(),
+                topology_label: tlabel.clone(),
+                topology: topo.clone(),
+                suite: crate::prepare::SuiteWant::Tests {
+                    label: "bench".into(),
+                    tests: vec![bench_test],
+                },
+                extra_tests: Vec::new(),
+                expect: crate::prepare::ExpectWant::Given(expect),
+                accel: a.accel,
+                shares: Default::default(),
+                known_failures: Vec::new(),
                 out_dir,
-            );
-            req.expect = expect;
+            };
+            let prepared = session
+                .prepare(want, reporters)
+                .await
+                .map_err(|e| BenchError::from(e.into_error()))?;
+            if let Some(note) = &prepared.notes.preboot {
+                reporters.step(note).map_err(infra)?;
+            }
+            let req = prepared.request;
             reporters
                 .step(&format!(
                     "{}: {} configurations x {} rounds x {} s under {}",
@@ -374,7 +386,7 @@ pub async fn run(
                     names.len(),
                     a.rounds,
                     a.runtime,
-                    accel.name()
+                    req.accel.name()
                 ))
                 .map_err(infra)?;
             planned.push(PlannedCell::Ready(Box::new(planner::cell(index, req))));

@@ -9,7 +9,8 @@ use super::model::{Cell, SuiteKind};
 use super::Matrix;
 use crate::error::Error;
 use crate::events::{CellMeta, CellOutcome};
-use crate::planner::{self, CellRequest, PlannedCell, Session};
+use crate::planner::{self, PlannedCell, Session};
+use crate::prepare::{CellWant, ExpectWant, PrepareError, ShareWant, SuiteWant};
 use crate::reporter::Reporters;
 use crate::runner::RunOptions;
 pub use crate::runner::{children_cpu_secs, Budget, QEMU_OVERHEAD_MIB};
@@ -61,8 +62,8 @@ pub fn aggregate_path(out: &Path) -> PathBuf {
 pub use crate::planner::keep_case;
 
 /// A cell's share setup from the matrix: its `shares:` (checked on disk
-/// now) and artifacts setting, decided by [`share::decide`] as for
-/// `harness run`. `Err` is the message the cell is reported with: an
+/// now) and artifacts setting, decided by [`share::decide`] as
+/// [`Session::prepare`] decides them. `Err` is the message the cell is reported with: an
 /// explicit share that cannot work, or a missing directory.
 pub fn cell_shares(
     cell: &Cell,
@@ -75,7 +76,12 @@ pub fn cell_shares(
         .map(|s| s.resolve())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("shares: {e}"))?;
-    share::decide(explicit, cell.artifacts, daemon, support).map_err(|e| match e {
+    share::decide(explicit, cell.artifacts, daemon, support).map_err(|e| share_error(cell, e))
+}
+
+/// The message a cell whose shares cannot work is reported with.
+fn share_error(cell: &Cell, e: ShareError) -> String {
+    match e {
         // Not `--share`: say what the matrix asked for.
         ShareError::Unavailable(why) => format!(
             "shares {} asked for, but virtiofs cannot work here: {why}",
@@ -86,7 +92,7 @@ pub fn cell_shares(
                 .join(", ")
         ),
         e => format!("shares: {e}"),
-    })
+    }
 }
 
 /// What reports say about a matrix cell before it runs.
@@ -106,7 +112,8 @@ pub fn meta(m: &Matrix, index: usize, c: usize, out: &Path) -> CellMeta {
     }
 }
 
-/// Plans one matrix cell; `Err` is the message the cell is reported with.
+/// Plans one matrix cell through [`Session::prepare`]; `Err` is the
+/// message the cell is reported with.
 async fn plan_cell(
     m: &Matrix,
     c: usize,
@@ -117,48 +124,54 @@ async fn plan_cell(
 ) -> Result<crate::planner::ReadyCell, String> {
     let cell = &m.cells[c];
     let kernel = &m.kernels[cell.kernel];
-    let resolved = session
-        .kernel(&kernel.spec_text, &kernel.spec, reporters, None)
-        .await
-        .map_err(|e| format!("kernel {}: {e}", kernel.spec_text))?;
     let topo = &m.topologies[cell.topology];
-    if let Some(note) =
-        crate::planner::preboot(&resolved, &topo.topology).map_err(|e| e.to_string())?
-    {
+    let suite = &m.suites[cell.suite];
+    let explicit = cell
+        .shares
+        .iter()
+        .map(|s| s.resolve())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("shares: {e}"))?;
+    let want = CellWant {
+        name: Some(cell.name.clone()),
+        kernel_label: kernel.spec_text.clone(),
+        kernel_name: Some(kernel.name.clone()),
+        kernel: kernel.spec.clone(),
+        topology_label: topo.name.clone(),
+        topology: topo.topology.clone(),
+        suite: match &suite.kind {
+            SuiteKind::Builtin(name) if crate::suite::is_kselftest_suite(name) => {
+                SuiteWant::Named {
+                    name: name.clone(),
+                    kselftest_tree: None,
+                }
+            }
+            _ => SuiteWant::Tests {
+                label: suite.name.clone(),
+                tests: m.suite_tests(cell),
+            },
+        },
+        extra_tests: Vec::new(),
+        expect: ExpectWant::Given(meta.expect.clone()),
+        accel: cell.accel,
+        shares: ShareWant {
+            explicit,
+            artifacts: cell.artifacts,
+        },
+        known_failures: suite.known_failures.clone(),
+        out_dir: meta.out_dir.clone(),
+    };
+    let prepared = session
+        .prepare(want, reporters)
+        .await
+        .map_err(|e| match e {
+            PrepareError::Shares(e) => share_error(cell, e),
+            e => e.to_string(),
+        })?;
+    if let Some(note) = &prepared.notes.preboot {
         let _ = reporters.step(&format!("{}: {note}", cell.name));
     }
-    let wanted = cell.artifacts || !cell.shares.is_empty();
-    let (daemon, support) = session
-        .share_inputs(
-            wanted,
-            &kernel.spec_text,
-            &kernel.spec,
-            &resolved.path,
-            reporters,
-        )
-        .await;
-    let shares = cell_shares(cell, daemon, support)?;
-    let (accel, _) = session.accel(cell.accel).map_err(|e| e.to_string())?;
-    let suite = &m.suites[cell.suite];
-    let tests = match &suite.kind {
-        SuiteKind::Builtin(name) if crate::suite::is_kselftest_suite(name) => session
-            .suite_tests(name, &kernel.spec_text, &resolved, None, None, reporters)
-            .await
-            .map_err(|e| format!("{name}: {e}"))?,
-        _ => m.suite_tests(cell),
-    };
-    let mut req = CellRequest::new(
-        &kernel.spec_text,
-        resolved.path.clone(),
-        &topo.name,
-        topo.topology.clone(),
-        &suite.name,
-        tests,
-        accel,
-        meta.out_dir.clone(),
-    );
-    req.name = cell.name.clone();
-    req.kernel_name = kernel.name.clone();
+    let mut req = prepared.request;
     req.tcg_thread = opts.tcg_thread;
     req.cmdline = cell.cmdline.clone();
     req.debug.qemu_args = cell.qemu_args.clone();
@@ -167,7 +180,7 @@ async fn plan_cell(
             listen: crate::debug::gdb_listen(addr, &meta.out_dir),
             wait: *wait,
         };
-        let vmlinux = crate::debug::vmlinux_beside(&resolved.path);
+        let vmlinux = crate::debug::vmlinux_beside(&req.image);
         let _ = reporters.step(&format!(
             "gdb: {}",
             crate::debug::gdb_command(vmlinux.as_deref(), &stub)
@@ -175,14 +188,7 @@ async fn plan_cell(
         req.debug.gdb = Some(stub);
     }
     req.timeout_scale = cell.timeout_scale;
-    req.expect = meta.expect.clone();
     req.test_glob = opts.test_glob.clone();
-    req.shares = shares;
-    req.kernel_facts = Some(crate::reporter::kcidb::kernel_facts(
-        &kernel.spec_text,
-        &resolved,
-    ));
-    req.known_failures = suite.known_failures.clone();
     Ok(planner::cell(meta.index, req))
 }
 

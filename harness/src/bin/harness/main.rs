@@ -399,11 +399,10 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     }
     harness::planner::check_kernel(&kernel)?;
     // A `path:` image is checked against the topology before anything
-    // else (the note, when it has no config, is said once the run starts).
-    let preboot_note = match &kernel {
-        KernelSpec::Path(p) => harness::planner::preboot_image(p, &topology)?,
-        _ => None,
-    };
+    // else (the note, when it has no config, is said once it is prepared).
+    if let KernelSpec::Path(p) = &kernel {
+        harness::planner::preboot_image(p, &topology)?;
+    }
     harness::planner::check_suite(&args.suite)?;
     let repeat = args.repeat.repeat().map_err(Error::usage)?;
     if repeat.is_some() && (args.debug.shell.is_some() || args.debug.gdb.is_some()) {
@@ -452,81 +451,46 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     let mut reporters = Reporters::new();
     reporters.add(exit.clone());
     let t0 = std::time::Instant::now();
-    if let Some(note) = preboot_note {
-        reporters.step(&note)?;
-    }
     let mut session = Session::open(args.debian_mirror.clone(), &mut reporters).await?;
-    let (accel, note) = session.accel(args.accel).map_err(Error::infra)?;
-    if let Some(n) = note {
-        reporters.step(&n)?;
-    }
-    if let Some(n) = host::tcg_note(&session.qemu).filter(|_| accel == harness::qemu::Accel::Tcg) {
-        reporters.step(&format!("note: {n}"))?;
-    }
-    let resolved = session
-        .kernel(&args.kernel, &kernel, &mut reporters, Some(download_bar()))
-        .await
-        .map_err(harness::planner::resolve_error)?;
-    // A tree's configuration exists only now that it is built.
-    if let KernelSpec::Tree(_) = &kernel {
-        if let Some(note) = harness::planner::preboot(&resolved, &topology)? {
-            reporters.step(&note)?;
-        }
-    }
-    let expect = resolved
-        .expectations(args.expect.as_deref())
-        .map_err(|e| Error::usage(format!("--expect: {e}")))?;
-    let mut tests = session
-        .suite_tests(
-            &args.suite,
-            &args.kernel,
-            &resolved,
-            expect.as_deref(),
-            args.kselftest_tree.as_deref(),
-            &mut reporters,
-        )
-        .await
-        .map_err(|e| {
-            if harness::suite::is_kselftest_suite(&args.suite) {
-                Error::infra(e)
-            } else {
-                Error::usage(e)
-            }
-        })?;
-    tests.extend(user_tests);
-    let shares = session
-        .shares(
-            explicit_shares,
-            !args.no_artifacts,
-            &args.kernel,
-            &kernel,
-            &resolved.path,
-            &mut reporters,
-        )
-        .await
-        // A share the host cannot serve (no virtiofsd, a kernel without
-        // virtiofs) is the host's; a malformed one was refused above.
-        .map_err(|e| match e {
-            harness::share::ShareError::BadSpec { .. } => Error::usage(e),
-            e => Error::infra(e),
-        })?;
-
-    let mut req = cell_request(
-        &args,
-        resolved.path.clone(),
+    session.download_progress = Some(download_bar);
+    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
+    let want = harness::prepare::CellWant {
+        name: None,
+        kernel_label: args.kernel.clone(),
+        kernel_name: None,
+        kernel,
+        topology_label: args.topology.clone(),
         topology,
-        tests,
-        accel,
-        expect,
-        repeat,
-        guest_env,
-    );
+        suite: harness::prepare::SuiteWant::Named {
+            name: args.suite.clone(),
+            kselftest_tree: args.kselftest_tree.clone(),
+        },
+        extra_tests: user_tests,
+        expect: harness::prepare::ExpectWant::FromKernel(args.expect.clone()),
+        accel: args.accel,
+        shares: harness::prepare::ShareWant {
+            explicit: explicit_shares,
+            artifacts: !args.no_artifacts,
+        },
+        known_failures: Vec::new(),
+        out_dir: args.out.join(name.replace('/', "_")),
+    };
+    let prepared = session
+        .prepare(want, &mut reporters)
+        .await
+        .map_err(harness::prepare::PrepareError::into_error)?;
+    let notes = &prepared.notes;
+    for n in notes
+        .accel
+        .iter()
+        .chain(&notes.preboot)
+        .chain(&notes.shares)
+    {
+        reporters.step(n)?;
+    }
+    let mut req = prepared.request;
+    settings(&args, &mut req, repeat, guest_env);
     let out_dir = req.out_dir.clone();
-    req.shares = shares;
-    req.kernel_facts = Some(harness::reporter::kcidb::kernel_facts(
-        &args.kernel,
-        &resolved,
-    ));
     args.debug
         .apply(&mut req, &mut session, &mut reporters)
         .await?;
@@ -558,7 +522,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     reporters.step(&format!(
         "booting {} under {} ({})",
         cell.meta.name,
-        accel.name(),
+        cell.spec.accel.name(),
         session.qemu.version
     ))?;
     harness::runner::run(
@@ -623,16 +587,19 @@ fn dry_run(
             tests.push(harness::debug::exec_test(i + 1, cmd, busybox, timeout));
         }
     }
-    let mut req = cell_request(
-        args,
+    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
+    let mut req = CellRequest::new(
+        &args.kernel,
         k.image.clone(),
+        &args.topology,
         topology,
+        &args.suite,
         tests,
         accel,
-        expect,
-        repeat,
-        guest_env,
+        args.out.join(name.replace('/', "_")),
     );
+    req.expect = expect;
+    settings(args, &mut req, repeat, guest_env);
     let out_dir = req.out_dir.clone();
     req.topology_check &= debug.shell != Some(harness::debug::ShellMode::Only);
     req.debug = args.debug.planned(&req.out_dir);
@@ -649,30 +616,14 @@ fn dry_run(
     Ok(EXIT_OK)
 }
 
-/// The cell request `run` makes of its arguments (a run and its
-/// `--dry-run` alike); the caller adds shares and debugging.
-#[allow(clippy::too_many_arguments)]
-fn cell_request(
+/// `run`'s own settings of its cell (a run and its `--dry-run` alike);
+/// the caller adds debugging.
+fn settings(
     args: &RunArgs,
-    image: PathBuf,
-    topology: Topology,
-    tests: Vec<harness::suite::SuiteTest>,
-    accel: harness::qemu::Accel,
-    expect: Option<String>,
+    req: &mut CellRequest,
     repeat: Option<harness::repeat::Repeat>,
     guest_env: Vec<(String, String)>,
-) -> CellRequest {
-    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
-    let mut req = CellRequest::new(
-        &args.kernel,
-        image,
-        &args.topology,
-        topology,
-        &args.suite,
-        tests,
-        accel,
-        args.out.join(name.replace('/', "_")),
-    );
+) {
     req.topology_check = !args.no_topology_check;
     req.tcg_thread = args.tcg_thread;
     req.cmdline = args
@@ -683,11 +634,9 @@ fn cell_request(
     req.watchdog = args.timeout.map(Duration::from_secs);
     req.timeout_scale = args.timeout_scale;
     req.boot_retries = args.boot_retries;
-    req.expect = expect;
     req.test_glob = args.test.clone();
     req.repeat = repeat;
     req.guest_env = guest_env;
-    req
 }
 
 /// A progress bar for a kernel download.
