@@ -70,13 +70,17 @@ pub fn cell_shares(
     daemon: Result<PathBuf, String>,
     support: Option<KernelSupport>,
 ) -> Result<ShareSetup, String> {
-    let explicit = cell
-        .shares
+    let explicit = explicit_shares(cell)?;
+    share::decide(explicit, cell.artifacts, daemon, support).map_err(|e| share_error(cell, e))
+}
+
+/// A cell's `shares:`, checked on disk now.
+fn explicit_shares(cell: &Cell) -> Result<Vec<share::ShareSpec>, String> {
+    cell.shares
         .iter()
         .map(|s| s.resolve())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("shares: {e}"))?;
-    share::decide(explicit, cell.artifacts, daemon, support).map_err(|e| share_error(cell, e))
+        .map_err(|e| format!("shares: {e}"))
 }
 
 /// The message a cell whose shares cannot work is reported with.
@@ -126,12 +130,7 @@ async fn plan_cell(
     let kernel = &m.kernels[cell.kernel];
     let topo = &m.topologies[cell.topology];
     let suite = &m.suites[cell.suite];
-    let explicit = cell
-        .shares
-        .iter()
-        .map(|s| s.resolve())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("shares: {e}"))?;
+    let explicit = explicit_shares(cell)?;
     let want = CellWant {
         name: Some(cell.name.clone()),
         kernel_label: kernel.spec_text.clone(),
