@@ -1,8 +1,8 @@
 //! Helpers shared by the private futex hash tests (`futex-prctl`,
 //! `futex-resize`, `futex-immutable`): expected `PR_FUTEX_HASH` results per
 //! kernel expectation, the automatic sizing formula, topology from sysfs,
-//! bounded thread/child helpers, and a few raw syscalls (legacy `futex(2)`,
-//! `clone`) the `sys` module does not have.
+//! bounded thread/child helpers, `clone`, and legacy `futex(2)` on a word
+//! (the raw call is `sys::futex`).
 //!
 //! Everything here is bounded in time: waits take deadlines, joins give up
 //! after a deadline, so a broken kernel fails a case instead of hanging it.
@@ -304,33 +304,17 @@ pub fn wake(w: &AtomicU32, nr: i32, flags: u32) -> Res {
     sys::futex_wake(w.as_ptr(), sys::FUTEX_BITSET_MATCH_ANY, nr, flags)
 }
 
-/// Legacy `futex(2)` operation numbers used here, as the `op` argument
-/// (`i32`) of [`futex_legacy`]; the whole table is [`sys::futex_op`].
+/// Legacy `futex(2)` operation numbers used here, as the `op` argument of
+/// [`futex_legacy`]; the whole table is [`sys::futex_op`].
 pub mod legacy {
-    use crate::sys::futex_op as op;
-    /// FUTEX_WAIT
-    pub const WAIT: i32 = op::WAIT as i32;
-    /// FUTEX_WAKE
-    pub const WAKE: i32 = op::WAKE as i32;
-    /// FUTEX_LOCK_PI
-    pub const LOCK_PI: i32 = op::LOCK_PI as i32;
-    /// FUTEX_UNLOCK_PI
-    pub const UNLOCK_PI: i32 = op::UNLOCK_PI as i32;
-    /// FUTEX_PRIVATE_FLAG
-    pub const PRIVATE: i32 = op::PRIVATE as i32;
+    pub use crate::sys::futex_op::{LOCK_PI, PRIVATE, UNLOCK_PI, WAIT, WAKE};
     pub use crate::sys::{TID_MASK, WAITERS};
 }
 
-/// Legacy `futex(uaddr, op, val, timeout, uaddr2, val3)`.
-pub fn futex_legacy(w: &AtomicU32, op: i32, val: u32, timeout: Option<&libc::timespec>) -> Res {
+/// Legacy `futex(w, op, val, timeout, NULL, 0)` on a live word.
+pub fn futex_legacy(w: &AtomicU32, op: u32, val: u32, timeout: Option<&libc::timespec>) -> Res {
     let ts = timeout.map_or(0, |t| t as *const _ as u64);
-    // SAFETY: w is a live word; ts is null or a live timespec.
-    unsafe {
-        sys::syscall6(
-            libc::SYS_futex,
-            [w.as_ptr() as u64, op as u32 as u64, val as u64, ts, 0, 0],
-        )
-    }
+    sys::futex(w.as_ptr() as u64, op, val as u64, ts, 0, 0)
 }
 
 /// The calling thread's TID.

@@ -13,11 +13,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// `FUTEX2_SIZE_U8`.
-pub const FUTEX2_SIZE_U8: u32 = 0;
+pub const FUTEX2_SIZE_U8: u32 = libc::FUTEX2_SIZE_U8 as u32;
 /// `FUTEX2_SIZE_U16`.
-pub const FUTEX2_SIZE_U16: u32 = 1;
+pub const FUTEX2_SIZE_U16: u32 = libc::FUTEX2_SIZE_U16 as u32;
 /// `FUTEX2_SIZE_U64`.
-pub const FUTEX2_SIZE_U64: u32 = 3;
+pub const FUTEX2_SIZE_U64: u32 = libc::FUTEX2_SIZE_U64 as u32;
 
 /// `U32 | PRIVATE | NUMA`: the flags most NUMA cases use.
 pub const PRIVATE_NUMA: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE | sys::FUTEX2_NUMA;
@@ -34,13 +34,13 @@ const NODEMASK_BITS: usize = 1024;
 /// `syscall(2)` numbers not in [`sys::nr`].
 pub mod nr {
     /// mbind
-    pub const MBIND: i64 = 237;
+    pub const MBIND: i64 = libc::SYS_mbind;
     /// set_mempolicy_home_node
-    pub const SET_MEMPOLICY_HOME_NODE: i64 = 450;
+    pub const SET_MEMPOLICY_HOME_NODE: i64 = crate::sys::nr::SET_MEMPOLICY_HOME_NODE;
     /// sched_setaffinity
-    pub const SCHED_SETAFFINITY: i64 = 203;
+    pub const SCHED_SETAFFINITY: i64 = libc::SYS_sched_setaffinity;
     /// sched_getaffinity
-    pub const SCHED_GETAFFINITY: i64 = 204;
+    pub const SCHED_GETAFFINITY: i64 = libc::SYS_sched_getaffinity;
 }
 
 /// Memory policy modes (`include/uapi/linux/mempolicy.h`).
