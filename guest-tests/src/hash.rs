@@ -154,31 +154,8 @@ pub fn ensure_set(e: &Expect, slots: u64, supported: Res) -> Check {
 
 // ---------------------------------------------------------------- topology
 
-/// Number of CPUs in a sysfs cpu/node list such as `0-3,8,10-11`.
-pub fn parse_list_count(s: &str) -> Option<usize> {
-    let mut n = 0;
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                n += b - a + 1;
-            }
-            None => {
-                part.parse::<usize>().ok()?;
-                n += 1;
-            }
-        }
-    }
-    Some(n)
-}
-
 fn sysfs_count(path: &str) -> Option<usize> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| parse_list_count(&s))
+    crate::cpulist::read(path).ok().map(|set| set.len())
 }
 
 /// `num_online_cpus()` (from `/sys/devices/system/cpu/online`).
@@ -782,15 +759,6 @@ pub fn growth_allocates(g: Growth, thread: bool, vfork: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_list_count("0-1\n"), Some(2));
-        assert_eq!(parse_list_count("0"), Some(1));
-        assert_eq!(parse_list_count("0-3,8,10-11"), Some(7));
-        assert_eq!(parse_list_count("3-1"), None);
-        assert_eq!(parse_list_count("x"), None);
-    }
 
     #[test]
     fn sizing_formula() {

@@ -13,6 +13,7 @@ pub mod bench;
 pub mod binaries;
 pub mod cases;
 pub mod clock;
+pub mod cpulist;
 pub mod expect;
 pub mod hash;
 pub mod init;

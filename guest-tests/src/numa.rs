@@ -6,6 +6,7 @@
 //!
 //! See `docs/futex-abi.md` section 3 for the ABI these helpers serve.
 
+use crate::cpulist;
 use crate::sys::{self, Errno, FutexWaitv};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -141,35 +142,9 @@ pub fn node_str(n: u32) -> String {
 // ---------------------------------------------------------------------------
 // Topology
 
-/// Parses a kernel list like `0-3,8,10-11` (empty or blank -> empty).
-pub fn parse_list(s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let num = |t: &str| {
-            t.trim()
-                .parse::<u32>()
-                .map_err(|e| format!("bad list {s:?}: {e}"))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(format!("bad list {s:?}: range {a}-{b}"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// Reads and parses a sysfs list file.
+/// Reads and parses a sysfs list file ([`cpulist::read`]), in order.
 pub fn read_list(path: &str) -> Result<Vec<u32>, String> {
-    let s = std::fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
-    parse_list(&s).map_err(|e| format!("{path}: {e}"))
+    cpulist::read(path).map(|set| set.into_iter().collect())
 }
 
 /// Formats a list of ids as `{0,1,3}`.
@@ -769,15 +744,6 @@ pub fn expect_flags_rejected(flags: u32) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_kernel_lists() {
-        assert_eq!(parse_list("0\n").unwrap(), vec![0]);
-        assert_eq!(parse_list("0-2,5,7-8\n").unwrap(), vec![0, 1, 2, 5, 7, 8]);
-        assert_eq!(parse_list("\n").unwrap(), Vec::<u32>::new());
-        assert!(parse_list("3-1").is_err());
-        assert!(parse_list("x").is_err());
-    }
 
     #[test]
     fn nodemask_bits() {
