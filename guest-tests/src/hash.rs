@@ -9,6 +9,7 @@
 
 use crate::expect::{Expect, Growth};
 use crate::ktap::Outcome;
+use crate::mapping::Mapping;
 use crate::sys::{self, Errno};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -591,47 +592,27 @@ impl Hammer {
 
 /// An anonymous `MAP_SHARED` page (survives fork as shared memory).
 pub struct SharedPage {
-    ptr: *mut u8,
+    map: Mapping,
 }
 
 impl SharedPage {
     /// Maps one zeroed shared page.
     pub fn new() -> Result<SharedPage, Outcome> {
-        // SAFETY: anonymous mapping, no fd; result checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(fail("mmap(MAP_SHARED) failed"));
-        }
-        Ok(SharedPage { ptr: p as *mut u8 })
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let map = Mapping::anon(4096, rw, true).map_err(|_| fail("mmap(MAP_SHARED) failed"))?;
+        Ok(SharedPage { map })
     }
 
     /// The page's first byte (page-aligned, 4096 bytes), for a caller that
     /// keeps data of its own in it.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.map.addr()
     }
 
     /// The `i`-th u32 of the page (i < 1024).
     pub fn word(&self, i: usize) -> &AtomicU32 {
         assert!(i < 1024);
-        // SAFETY: in bounds of a live, 4-aligned page; AtomicU32 has u32 layout.
-        unsafe { &*(self.ptr.add(4 * i) as *const AtomicU32) }
-    }
-}
-
-impl Drop for SharedPage {
-    fn drop(&mut self) {
-        // SAFETY: ptr is our own 4096-byte mapping.
-        unsafe { libc::munmap(self.ptr as *mut _, 4096) };
+        self.map.word(4 * i)
     }
 }
 

@@ -18,6 +18,7 @@ pub mod expect;
 pub mod hash;
 pub mod init;
 pub mod ktap;
+pub mod mapping;
 pub mod numa;
 pub mod ops;
 pub mod plan;

@@ -7,6 +7,7 @@
 //! See `docs/futex-abi.md` section 3 for the ABI these helpers serve.
 
 use crate::cpulist;
+use crate::mapping;
 use crate::sys::{self, Errno, FutexWaitv};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -437,49 +438,20 @@ pub fn page_size() -> usize {
     }
 }
 
-/// An anonymous mapping, unmapped on drop.
+/// Anonymous pages holding `{u32 val; u32 node}` futexes, unmapped on drop.
 pub struct Mapping {
-    addr: *mut u8,
-    len: usize,
+    map: mapping::Mapping,
 }
-
-// SAFETY: the mapping is plain memory; threads access it only through
-// atomics and syscalls.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// `pages` pages of read-write anonymous memory, private or `MAP_SHARED`.
     /// The pages are touched (faulted in) so the futex code finds them.
     pub fn anon(pages: usize, shared: bool) -> Result<Mapping, String> {
         let len = pages * page_size();
-        let kind = if shared {
-            libc::MAP_SHARED
-        } else {
-            libc::MAP_PRIVATE
-        };
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                kind | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap {len} bytes: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let m = Mapping {
-            addr: p as *mut u8,
-            len,
-        };
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let map = mapping::Mapping::anon(len, rw, shared)
+            .map_err(|e| format!("mmap {len} bytes: {e}"))?;
+        let m = Mapping { map };
         for off in (0..len).step_by(page_size()) {
             m.word(off).store(0, Ordering::SeqCst);
         }
@@ -488,43 +460,37 @@ impl Mapping {
 
     /// Start address.
     pub fn addr(&self) -> *mut u8 {
-        self.addr
+        self.map.addr()
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// Always false (a mapping has at least one page).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     /// `mprotect` of `len` bytes at byte offset `off`.
     pub fn protect(&self, off: usize, len: usize, prot: i32) -> Result<(), String> {
-        assert!(off + len <= self.len);
-        // SAFETY: the range lies inside our own mapping.
-        let r = unsafe { libc::mprotect(self.addr.add(off) as *mut _, len, prot) };
-        if r != 0 {
-            return Err(format!("mprotect: {}", std::io::Error::last_os_error()));
-        }
-        Ok(())
+        self.map
+            .protect(off, len, prot)
+            .map_err(|e| format!("mprotect: {e}"))
     }
 
     /// The u32 at byte offset `off` (must be 4-aligned and readable when used).
     pub fn word(&self, off: usize) -> &AtomicU32 {
-        assert!(off & 3 == 0 && off + 4 <= self.len);
-        // SAFETY: in bounds, aligned, and the mapping outlives the borrow.
-        unsafe { &*(self.addr.add(off) as *const AtomicU32) }
+        self.map.word(off)
     }
 
     /// Pointer to the u32 at byte offset `off` (no bounds requirement
     /// beyond the mapping: for syscalls only).
     pub fn ptr(&self, off: usize) -> *const u32 {
-        assert!(off < self.len);
+        assert!(off < self.len());
         // SAFETY: in bounds of our own mapping.
-        unsafe { self.addr.add(off) as *const u32 }
+        unsafe { self.addr().add(off) as *const u32 }
     }
 
     /// Address of byte offset `off` as an integer (to hand to threads).
@@ -541,13 +507,6 @@ impl Mapping {
     /// The node word of the futex at `off`.
     pub fn node(&self, off: usize) -> u32 {
         self.word(off + 4).load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: we own the mapping.
-        unsafe { libc::munmap(self.addr as *mut _, self.len) };
     }
 }
 

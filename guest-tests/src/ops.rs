@@ -12,6 +12,7 @@
 
 use crate::hash::{self, ensure, fail, Check, Res, Worker};
 use crate::ktap::Outcome;
+use crate::mapping::Mapping;
 use crate::sys::{self, futex, Errno};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
@@ -130,54 +131,31 @@ pub use crate::clock::{
 /// One anonymous page with a chosen protection. Never unmapped: waiter
 /// threads may hold its words until the case's process exits.
 pub struct Page {
-    ptr: *mut u8,
+    map: &'static Mapping,
 }
 
 impl Page {
     /// Maps a zeroed page, private or shared, with `prot`.
     pub fn new(prot: i32, shared: bool) -> Result<Page, Outcome> {
-        let kind = if shared {
-            libc::MAP_SHARED
-        } else {
-            libc::MAP_PRIVATE
-        };
-        // SAFETY: a fresh anonymous mapping, checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                prot,
-                kind | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(fail(format!("mmap: {}", std::io::Error::last_os_error())));
-        }
-        Ok(Page { ptr: p as *mut u8 })
+        let map = Mapping::anon(4096, prot, shared).map_err(|e| fail(format!("mmap: {e}")))?;
+        Ok(Page { map: map.leak() })
     }
 
     /// The address of byte `off`.
     pub fn at(&self, off: usize) -> u64 {
-        self.ptr as u64 + off as u64
+        self.map.addr() as u64 + off as u64
     }
 
     /// The `i`-th u32 (the page must be readable to use it).
     pub fn word(&self, i: usize) -> &'static AtomicU32 {
-        assert!(i < 1024);
-        // SAFETY: in bounds of a mapping that is never unmapped;
-        // AtomicU32 has u32 layout.
-        unsafe { &*(self.ptr.add(4 * i) as *const AtomicU32) }
+        self.map.word(4 * i)
     }
 
     /// `mprotect` of the page.
     pub fn protect(&self, prot: i32) -> Check {
-        // SAFETY: our own mapping.
-        let r = unsafe { libc::mprotect(self.ptr as *mut _, 4096, prot) };
-        ensure(r == 0, || {
-            format!("mprotect: {}", std::io::Error::last_os_error())
-        })
+        self.map
+            .protect(0, 4096, prot)
+            .map_err(|e| fail(format!("mprotect: {e}")))
     }
 }
 

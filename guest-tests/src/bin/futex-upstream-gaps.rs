@@ -19,6 +19,7 @@ mod timeouts;
 
 use guest_tests::cases::{Case, Ctx};
 use guest_tests::ktap::Outcome;
+use guest_tests::mapping::Mapping;
 use guest_tests::sys::{self, Errno, FutexWaitv};
 use guest_tests::{cases, clock, hash};
 use std::sync::atomic::AtomicU32;
@@ -204,22 +205,11 @@ impl PipeOk for Outcome {
     }
 }
 
+/// A mapping the forked waiter and its parent share, never unmapped.
 fn map(len: usize, flags: i32, fd: i32) -> Result<*mut u32, String> {
-    // SAFETY: a fresh mapping, checked below.
-    let a = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            fd,
-            0,
-        )
-    };
-    if a == libc::MAP_FAILED {
-        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
-    }
-    Ok(a as *mut u32)
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let m = Mapping::new(len, rw, flags, fd).map_err(|e| format!("mmap: {e}"))?;
+    Ok(m.leak().addr() as *mut u32)
 }
 
 fn wait_wake_shared_anon(_: &Ctx) -> R {
