@@ -1,14 +1,15 @@
 //! Helpers shared by the private futex hash tests (`futex-prctl`,
 //! `futex-resize`, `futex-immutable`): expected `PR_FUTEX_HASH` results per
 //! kernel expectation, the automatic sizing formula, topology from sysfs,
-//! bounded thread/child helpers, and a few raw syscalls (legacy `futex(2)`,
-//! `clone`) the `sys` module does not have.
+//! bounded thread/child helpers, `clone`, and legacy `futex(2)` on a word
+//! (the raw call is `sys::futex`).
 //!
 //! Everything here is bounded in time: waits take deadlines, joins give up
 //! after a deadline, so a broken kernel fails a case instead of hanging it.
 
 use crate::expect::{Expect, Growth};
 use crate::ktap::Outcome;
+use crate::mapping::Mapping;
 use crate::sys::{self, Errno};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -154,31 +155,8 @@ pub fn ensure_set(e: &Expect, slots: u64, supported: Res) -> Check {
 
 // ---------------------------------------------------------------- topology
 
-/// Number of CPUs in a sysfs cpu/node list such as `0-3,8,10-11`.
-pub fn parse_list_count(s: &str) -> Option<usize> {
-    let mut n = 0;
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (usize, usize) = (a.parse().ok()?, b.parse().ok()?);
-                if b < a {
-                    return None;
-                }
-                n += b - a + 1;
-            }
-            None => {
-                part.parse::<usize>().ok()?;
-                n += 1;
-            }
-        }
-    }
-    Some(n)
-}
-
 fn sysfs_count(path: &str) -> Option<usize> {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| parse_list_count(&s))
+    crate::cpulist::read(path).ok().map(|set| set.len())
 }
 
 /// `num_online_cpus()` (from `/sys/devices/system/cpu/online`).
@@ -304,33 +282,17 @@ pub fn wake(w: &AtomicU32, nr: i32, flags: u32) -> Res {
     sys::futex_wake(w.as_ptr(), sys::FUTEX_BITSET_MATCH_ANY, nr, flags)
 }
 
-/// Legacy `futex(2)` operation numbers used here, as the `op` argument
-/// (`i32`) of [`futex_legacy`]; the whole table is [`sys::futex_op`].
+/// Legacy `futex(2)` operation numbers used here, as the `op` argument of
+/// [`futex_legacy`]; the whole table is [`sys::futex_op`].
 pub mod legacy {
-    use crate::sys::futex_op as op;
-    /// FUTEX_WAIT
-    pub const WAIT: i32 = op::WAIT as i32;
-    /// FUTEX_WAKE
-    pub const WAKE: i32 = op::WAKE as i32;
-    /// FUTEX_LOCK_PI
-    pub const LOCK_PI: i32 = op::LOCK_PI as i32;
-    /// FUTEX_UNLOCK_PI
-    pub const UNLOCK_PI: i32 = op::UNLOCK_PI as i32;
-    /// FUTEX_PRIVATE_FLAG
-    pub const PRIVATE: i32 = op::PRIVATE as i32;
+    pub use crate::sys::futex_op::{LOCK_PI, PRIVATE, UNLOCK_PI, WAIT, WAKE};
     pub use crate::sys::{TID_MASK, WAITERS};
 }
 
-/// Legacy `futex(uaddr, op, val, timeout, uaddr2, val3)`.
-pub fn futex_legacy(w: &AtomicU32, op: i32, val: u32, timeout: Option<&libc::timespec>) -> Res {
+/// Legacy `futex(w, op, val, timeout, NULL, 0)` on a live word.
+pub fn futex_legacy(w: &AtomicU32, op: u32, val: u32, timeout: Option<&libc::timespec>) -> Res {
     let ts = timeout.map_or(0, |t| t as *const _ as u64);
-    // SAFETY: w is a live word; ts is null or a live timespec.
-    unsafe {
-        sys::syscall6(
-            libc::SYS_futex,
-            [w.as_ptr() as u64, op as u32 as u64, val as u64, ts, 0, 0],
-        )
-    }
+    sys::futex(w.as_ptr() as u64, op, val as u64, ts, 0, 0)
 }
 
 /// The calling thread's TID.
@@ -630,47 +592,27 @@ impl Hammer {
 
 /// An anonymous `MAP_SHARED` page (survives fork as shared memory).
 pub struct SharedPage {
-    ptr: *mut u8,
+    map: Mapping,
 }
 
 impl SharedPage {
     /// Maps one zeroed shared page.
     pub fn new() -> Result<SharedPage, Outcome> {
-        // SAFETY: anonymous mapping, no fd; result checked.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(fail("mmap(MAP_SHARED) failed"));
-        }
-        Ok(SharedPage { ptr: p as *mut u8 })
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let map = Mapping::anon(4096, rw, true).map_err(|_| fail("mmap(MAP_SHARED) failed"))?;
+        Ok(SharedPage { map })
     }
 
     /// The page's first byte (page-aligned, 4096 bytes), for a caller that
     /// keeps data of its own in it.
     pub fn as_ptr(&self) -> *mut u8 {
-        self.ptr
+        self.map.addr()
     }
 
     /// The `i`-th u32 of the page (i < 1024).
     pub fn word(&self, i: usize) -> &AtomicU32 {
         assert!(i < 1024);
-        // SAFETY: in bounds of a live, 4-aligned page; AtomicU32 has u32 layout.
-        unsafe { &*(self.ptr.add(4 * i) as *const AtomicU32) }
-    }
-}
-
-impl Drop for SharedPage {
-    fn drop(&mut self) {
-        // SAFETY: ptr is our own 4096-byte mapping.
-        unsafe { libc::munmap(self.ptr as *mut _, 4096) };
+        self.map.word(4 * i)
     }
 }
 
@@ -798,15 +740,6 @@ pub fn growth_allocates(g: Growth, thread: bool, vfork: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_list_count("0-1\n"), Some(2));
-        assert_eq!(parse_list_count("0"), Some(1));
-        assert_eq!(parse_list_count("0-3,8,10-11"), Some(7));
-        assert_eq!(parse_list_count("3-1"), None);
-        assert_eq!(parse_list_count("x"), None);
-    }
 
     #[test]
     fn sizing_formula() {

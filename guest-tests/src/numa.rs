@@ -6,6 +6,8 @@
 //!
 //! See `docs/futex-abi.md` section 3 for the ABI these helpers serve.
 
+use crate::cpulist;
+use crate::mapping;
 use crate::sys::{self, Errno, FutexWaitv};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -13,11 +15,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// `FUTEX2_SIZE_U8`.
-pub const FUTEX2_SIZE_U8: u32 = 0;
+pub const FUTEX2_SIZE_U8: u32 = libc::FUTEX2_SIZE_U8 as u32;
 /// `FUTEX2_SIZE_U16`.
-pub const FUTEX2_SIZE_U16: u32 = 1;
+pub const FUTEX2_SIZE_U16: u32 = libc::FUTEX2_SIZE_U16 as u32;
 /// `FUTEX2_SIZE_U64`.
-pub const FUTEX2_SIZE_U64: u32 = 3;
+pub const FUTEX2_SIZE_U64: u32 = libc::FUTEX2_SIZE_U64 as u32;
 
 /// `U32 | PRIVATE | NUMA`: the flags most NUMA cases use.
 pub const PRIVATE_NUMA: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE | sys::FUTEX2_NUMA;
@@ -34,13 +36,13 @@ const NODEMASK_BITS: usize = 1024;
 /// `syscall(2)` numbers not in [`sys::nr`].
 pub mod nr {
     /// mbind
-    pub const MBIND: i64 = 237;
+    pub const MBIND: i64 = libc::SYS_mbind;
     /// set_mempolicy_home_node
-    pub const SET_MEMPOLICY_HOME_NODE: i64 = 450;
+    pub const SET_MEMPOLICY_HOME_NODE: i64 = crate::sys::nr::SET_MEMPOLICY_HOME_NODE;
     /// sched_setaffinity
-    pub const SCHED_SETAFFINITY: i64 = 203;
+    pub const SCHED_SETAFFINITY: i64 = libc::SYS_sched_setaffinity;
     /// sched_getaffinity
-    pub const SCHED_GETAFFINITY: i64 = 204;
+    pub const SCHED_GETAFFINITY: i64 = libc::SYS_sched_getaffinity;
 }
 
 /// Memory policy modes (`include/uapi/linux/mempolicy.h`).
@@ -141,35 +143,9 @@ pub fn node_str(n: u32) -> String {
 // ---------------------------------------------------------------------------
 // Topology
 
-/// Parses a kernel list like `0-3,8,10-11` (empty or blank -> empty).
-pub fn parse_list(s: &str) -> Result<Vec<u32>, String> {
-    let mut out = Vec::new();
-    for part in s.trim().split(',').filter(|p| !p.is_empty()) {
-        let num = |t: &str| {
-            t.trim()
-                .parse::<u32>()
-                .map_err(|e| format!("bad list {s:?}: {e}"))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(format!("bad list {s:?}: range {a}-{b}"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// Reads and parses a sysfs list file.
+/// Reads and parses a sysfs list file ([`cpulist::read`]), in order.
 pub fn read_list(path: &str) -> Result<Vec<u32>, String> {
-    let s = std::fs::read_to_string(path).map_err(|e| format!("read {path}: {e}"))?;
-    parse_list(&s).map_err(|e| format!("{path}: {e}"))
+    cpulist::read(path).map(|set| set.into_iter().collect())
 }
 
 /// Formats a list of ids as `{0,1,3}`.
@@ -462,49 +438,20 @@ pub fn page_size() -> usize {
     }
 }
 
-/// An anonymous mapping, unmapped on drop.
+/// Anonymous pages holding `{u32 val; u32 node}` futexes, unmapped on drop.
 pub struct Mapping {
-    addr: *mut u8,
-    len: usize,
+    map: mapping::Mapping,
 }
-
-// SAFETY: the mapping is plain memory; threads access it only through
-// atomics and syscalls.
-unsafe impl Send for Mapping {}
-// SAFETY: as above.
-unsafe impl Sync for Mapping {}
 
 impl Mapping {
     /// `pages` pages of read-write anonymous memory, private or `MAP_SHARED`.
     /// The pages are touched (faulted in) so the futex code finds them.
     pub fn anon(pages: usize, shared: bool) -> Result<Mapping, String> {
         let len = pages * page_size();
-        let kind = if shared {
-            libc::MAP_SHARED
-        } else {
-            libc::MAP_PRIVATE
-        };
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                kind | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(format!(
-                "mmap {len} bytes: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let m = Mapping {
-            addr: p as *mut u8,
-            len,
-        };
+        let rw = libc::PROT_READ | libc::PROT_WRITE;
+        let map = mapping::Mapping::anon(len, rw, shared)
+            .map_err(|e| format!("mmap {len} bytes: {e}"))?;
+        let m = Mapping { map };
         for off in (0..len).step_by(page_size()) {
             m.word(off).store(0, Ordering::SeqCst);
         }
@@ -513,43 +460,37 @@ impl Mapping {
 
     /// Start address.
     pub fn addr(&self) -> *mut u8 {
-        self.addr
+        self.map.addr()
     }
 
     /// Length in bytes.
     pub fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     /// Always false (a mapping has at least one page).
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.map.is_empty()
     }
 
     /// `mprotect` of `len` bytes at byte offset `off`.
     pub fn protect(&self, off: usize, len: usize, prot: i32) -> Result<(), String> {
-        assert!(off + len <= self.len);
-        // SAFETY: the range lies inside our own mapping.
-        let r = unsafe { libc::mprotect(self.addr.add(off) as *mut _, len, prot) };
-        if r != 0 {
-            return Err(format!("mprotect: {}", std::io::Error::last_os_error()));
-        }
-        Ok(())
+        self.map
+            .protect(off, len, prot)
+            .map_err(|e| format!("mprotect: {e}"))
     }
 
     /// The u32 at byte offset `off` (must be 4-aligned and readable when used).
     pub fn word(&self, off: usize) -> &AtomicU32 {
-        assert!(off & 3 == 0 && off + 4 <= self.len);
-        // SAFETY: in bounds, aligned, and the mapping outlives the borrow.
-        unsafe { &*(self.addr.add(off) as *const AtomicU32) }
+        self.map.word(off)
     }
 
     /// Pointer to the u32 at byte offset `off` (no bounds requirement
     /// beyond the mapping: for syscalls only).
     pub fn ptr(&self, off: usize) -> *const u32 {
-        assert!(off < self.len);
+        assert!(off < self.len());
         // SAFETY: in bounds of our own mapping.
-        unsafe { self.addr.add(off) as *const u32 }
+        unsafe { self.addr().add(off) as *const u32 }
     }
 
     /// Address of byte offset `off` as an integer (to hand to threads).
@@ -566,13 +507,6 @@ impl Mapping {
     /// The node word of the futex at `off`.
     pub fn node(&self, off: usize) -> u32 {
         self.word(off + 4).load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: we own the mapping.
-        unsafe { libc::munmap(self.addr as *mut _, self.len) };
     }
 }
 
@@ -769,15 +703,6 @@ pub fn expect_flags_rejected(flags: u32) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_kernel_lists() {
-        assert_eq!(parse_list("0\n").unwrap(), vec![0]);
-        assert_eq!(parse_list("0-2,5,7-8\n").unwrap(), vec![0, 1, 2, 5, 7, 8]);
-        assert_eq!(parse_list("\n").unwrap(), Vec::<u32>::new());
-        assert!(parse_list("3-1").is_err());
-        assert!(parse_list("x").is_err());
-    }
 
     #[test]
     fn nodemask_bits() {

@@ -1,7 +1,6 @@
 //! Helpers of the classic futex operation tests (`futex-ops`, `futex-wake`,
-//! `futex-requeue`, `futex-pi`; `docs/futex-abi.md` section 8): the raw
-//! `futex(2)` call with all six arguments and its op numbers, waiter
-//! threads that record which of them returned what, pages with chosen
+//! `futex-requeue`, `futex-pi`; `docs/futex-abi.md` section 8): the op
+//! numbers (the raw calls are in `sys`), waiter threads that record which of them returned what, pages with chosen
 //! protections, the kernel's queue order as a model, and the named
 //! wrong-kernel models the mutation check of `tests/host_kernel.rs` turns
 //! on (clocks and deadlines live in `clock`, re-exported here).
@@ -13,7 +12,8 @@
 
 use crate::hash::{self, ensure, fail, Check, Res, Worker};
 use crate::ktap::Outcome;
-use crate::sys::{self, Errno};
+use crate::mapping::Mapping;
+use crate::sys::{self, futex, Errno};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
@@ -70,19 +70,6 @@ pub fn ensure_word(what: &str, w: &AtomicU32, want: u32) -> Check {
     })
 }
 
-/// Raw `futex(uaddr, op, val, timeout-or-val2, uaddr2, val3)`, every
-/// argument a full register so truncation by the kernel is visible.
-pub fn futex(uaddr: u64, op: u32, val: u64, val2: u64, uaddr2: u64, val3: u64) -> Res {
-    // SAFETY: the kernel validates every address; nothing here is written
-    // by the call except futex words the caller owns.
-    unsafe { sys::syscall6(libc::SYS_futex, [uaddr, op as u64, val, val2, uaddr2, val3]) }
-}
-
-/// `FUTEX_OP(op, oparg, cmp, cmparg)` of the uapi header.
-pub const fn encode_op(op: u32, oparg: u32, cmp: u32, cmparg: u32) -> u64 {
-    (((op & 0xf) << 28) | ((cmp & 0xf) << 24) | ((oparg & 0xfff) << 12) | (cmparg & 0xfff)) as u64
-}
-
 /// A leaked futex word: waiter threads may outlive any borrow.
 pub fn word(v: u32) -> &'static AtomicU32 {
     Box::leak(Box::new(AtomicU32::new(v)))
@@ -101,45 +88,6 @@ pub fn wait_private(w: &AtomicU32, val: u32) -> Res {
 /// `FUTEX_WAKE_PRIVATE` of up to `nr` waiters.
 pub fn wake_private(w: &AtomicU32, nr: u64) -> Res {
     futex(addr(w), op::WAKE | op::PRIVATE, nr, 0, 0, 0)
-}
-
-/// futex2 `futex_wait` with every argument a full register.
-pub fn wait2(uaddr: u64, val: u64, mask: u64, flags: u64, timeout: u64, clockid: u64) -> Res {
-    // SAFETY: the kernel validates the addresses.
-    unsafe {
-        sys::syscall6(
-            sys::nr::FUTEX_WAIT,
-            [uaddr, val, mask, flags, timeout, clockid],
-        )
-    }
-}
-
-/// futex2 `futex_wake` with every argument a full register.
-pub fn wake2(uaddr: u64, mask: u64, nr: u64, flags: u64) -> Res {
-    // SAFETY: the kernel validates the address.
-    unsafe { sys::syscall6(sys::nr::FUTEX_WAKE, [uaddr, mask, nr, flags, 0, 0]) }
-}
-
-/// `futex_waitv` with every argument a full register.
-pub fn waitv_raw(waiters: u64, nr: u64, flags: u64, timeout: u64, clockid: u64) -> Res {
-    // SAFETY: the kernel validates the addresses.
-    unsafe {
-        sys::syscall6(
-            sys::nr::FUTEX_WAITV,
-            [waiters, nr, flags, timeout, clockid, 0],
-        )
-    }
-}
-
-/// `futex_requeue` with every argument a full register.
-pub fn requeue_raw(waiters: u64, flags: u64, nr_wake: u64, nr_requeue: u64) -> Res {
-    // SAFETY: the kernel validates the address.
-    unsafe {
-        sys::syscall6(
-            sys::nr::FUTEX_REQUEUE,
-            [waiters, flags, nr_wake, nr_requeue, 0, 0],
-        )
-    }
 }
 
 /// Flag words futex2 refuses (`futex_flags_valid()`, `FUTEX2_VALID_MASK`):
@@ -183,54 +131,31 @@ pub use crate::clock::{
 /// One anonymous page with a chosen protection. Never unmapped: waiter
 /// threads may hold its words until the case's process exits.
 pub struct Page {
-    ptr: *mut u8,
+    map: &'static Mapping,
 }
 
 impl Page {
     /// Maps a zeroed page, private or shared, with `prot`.
     pub fn new(prot: i32, shared: bool) -> Result<Page, Outcome> {
-        let kind = if shared {
-            libc::MAP_SHARED
-        } else {
-            libc::MAP_PRIVATE
-        };
-        // SAFETY: a fresh anonymous mapping, checked below.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                prot,
-                kind | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(fail(format!("mmap: {}", std::io::Error::last_os_error())));
-        }
-        Ok(Page { ptr: p as *mut u8 })
+        let map = Mapping::anon(4096, prot, shared).map_err(|e| fail(format!("mmap: {e}")))?;
+        Ok(Page { map: map.leak() })
     }
 
     /// The address of byte `off`.
     pub fn at(&self, off: usize) -> u64 {
-        self.ptr as u64 + off as u64
+        self.map.addr() as u64 + off as u64
     }
 
     /// The `i`-th u32 (the page must be readable to use it).
     pub fn word(&self, i: usize) -> &'static AtomicU32 {
-        assert!(i < 1024);
-        // SAFETY: in bounds of a mapping that is never unmapped;
-        // AtomicU32 has u32 layout.
-        unsafe { &*(self.ptr.add(4 * i) as *const AtomicU32) }
+        self.map.word(4 * i)
     }
 
     /// `mprotect` of the page.
     pub fn protect(&self, prot: i32) -> Check {
-        // SAFETY: our own mapping.
-        let r = unsafe { libc::mprotect(self.ptr as *mut _, 4096, prot) };
-        ensure(r == 0, || {
-            format!("mprotect: {}", std::io::Error::last_os_error())
-        })
+        self.map
+            .protect(0, 4096, prot)
+            .map_err(|e| fail(format!("mprotect: {e}")))
     }
 }
 
@@ -644,16 +569,6 @@ mod tests {
             assert_eq!(decode(encode(r)), Some(r));
         }
         assert_eq!(decode(PENDING), None);
-    }
-
-    #[test]
-    fn op_encoding_is_the_uapi_macro() {
-        // FUTEX_OP(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_GT, 0x7ff)
-        assert_eq!(encode_op(op::OP_ADD, 1, op::CMP_GT, 0x7ff), 0x1400_17ff);
-        assert_eq!(
-            encode_op(op::OP_SET | op::OPARG_SHIFT, 31, op::CMP_EQ, 0),
-            0x8001_f000
-        );
     }
 
     #[test]

@@ -38,91 +38,92 @@ pub const PR_FUTEX_HASH_GET_IMMUTABLE: u64 = 3;
 pub const FH_FLAG_IMMUTABLE: u64 = 1;
 
 /// `FUTEX2_SIZE_U32`.
-pub const FUTEX2_SIZE_U32: u32 = 2;
+pub const FUTEX2_SIZE_U32: u32 = libc::FUTEX2_SIZE_U32 as u32;
 /// `FUTEX2_NUMA`.
-pub const FUTEX2_NUMA: u32 = 0x04;
+pub const FUTEX2_NUMA: u32 = libc::FUTEX2_NUMA as u32;
 /// `FUTEX2_MPOL`.
 pub const FUTEX2_MPOL: u32 = 0x08;
 /// `FUTEX2_PRIVATE`.
-pub const FUTEX2_PRIVATE: u32 = 128;
+pub const FUTEX2_PRIVATE: u32 = libc::FUTEX2_PRIVATE as u32;
 /// `FUTEX_BITSET_MATCH_ANY`.
-pub const FUTEX_BITSET_MATCH_ANY: u64 = 0xffff_ffff;
+pub const FUTEX_BITSET_MATCH_ANY: u64 = libc::FUTEX_BITSET_MATCH_ANY as u32 as u64;
 /// `FUTEX_NO_NODE`.
 pub const FUTEX_NO_NODE: u32 = u32::MAX;
 
 /// `futex(2)` operation numbers and flags (`include/uapi/linux/futex.h`).
 pub mod futex_op {
     /// FUTEX_WAIT
-    pub const WAIT: u32 = 0;
+    pub const WAIT: u32 = libc::FUTEX_WAIT as u32;
     /// FUTEX_WAKE
-    pub const WAKE: u32 = 1;
+    pub const WAKE: u32 = libc::FUTEX_WAKE as u32;
     /// FUTEX_FD (removed in 2.6.26)
-    pub const FD: u32 = 2;
+    pub const FD: u32 = libc::FUTEX_FD as u32;
     /// FUTEX_REQUEUE
-    pub const REQUEUE: u32 = 3;
+    pub const REQUEUE: u32 = libc::FUTEX_REQUEUE as u32;
     /// FUTEX_CMP_REQUEUE
-    pub const CMP_REQUEUE: u32 = 4;
+    pub const CMP_REQUEUE: u32 = libc::FUTEX_CMP_REQUEUE as u32;
     /// FUTEX_WAKE_OP
-    pub const WAKE_OP: u32 = 5;
+    pub const WAKE_OP: u32 = libc::FUTEX_WAKE_OP as u32;
     /// FUTEX_LOCK_PI
-    pub const LOCK_PI: u32 = 6;
+    pub const LOCK_PI: u32 = libc::FUTEX_LOCK_PI as u32;
     /// FUTEX_UNLOCK_PI
-    pub const UNLOCK_PI: u32 = 7;
+    pub const UNLOCK_PI: u32 = libc::FUTEX_UNLOCK_PI as u32;
     /// FUTEX_TRYLOCK_PI
-    pub const TRYLOCK_PI: u32 = 8;
+    pub const TRYLOCK_PI: u32 = libc::FUTEX_TRYLOCK_PI as u32;
     /// FUTEX_WAIT_BITSET
-    pub const WAIT_BITSET: u32 = 9;
+    pub const WAIT_BITSET: u32 = libc::FUTEX_WAIT_BITSET as u32;
     /// FUTEX_WAKE_BITSET
-    pub const WAKE_BITSET: u32 = 10;
+    pub const WAKE_BITSET: u32 = libc::FUTEX_WAKE_BITSET as u32;
     /// FUTEX_WAIT_REQUEUE_PI
-    pub const WAIT_REQUEUE_PI: u32 = 11;
+    pub const WAIT_REQUEUE_PI: u32 = libc::FUTEX_WAIT_REQUEUE_PI as u32;
     /// FUTEX_CMP_REQUEUE_PI
-    pub const CMP_REQUEUE_PI: u32 = 12;
+    pub const CMP_REQUEUE_PI: u32 = libc::FUTEX_CMP_REQUEUE_PI as u32;
     /// FUTEX_LOCK_PI2
-    pub const LOCK_PI2: u32 = 13;
+    pub const LOCK_PI2: u32 = libc::FUTEX_LOCK_PI2 as u32;
     /// FUTEX_PRIVATE_FLAG
-    pub const PRIVATE: u32 = 128;
+    pub const PRIVATE: u32 = libc::FUTEX_PRIVATE_FLAG as u32;
     /// FUTEX_CLOCK_REALTIME
-    pub const CLOCK_REALTIME: u32 = 256;
+    pub const CLOCK_REALTIME: u32 = libc::FUTEX_CLOCK_REALTIME as u32;
     /// FUTEX_ROBUST_UNLOCK (7.3 uapi; an unknown command bit before)
-    pub const ROBUST_UNLOCK: u32 = 512;
+    pub const ROBUST_UNLOCK: u32 = libc::FUTEX_ROBUST_UNLOCK as u32;
 
     /// FUTEX_OP_SET
-    pub const OP_SET: u32 = 0;
+    pub const OP_SET: u32 = libc::FUTEX_OP_SET as u32;
     /// FUTEX_OP_ADD
-    pub const OP_ADD: u32 = 1;
+    pub const OP_ADD: u32 = libc::FUTEX_OP_ADD as u32;
     /// FUTEX_OP_OR
-    pub const OP_OR: u32 = 2;
+    pub const OP_OR: u32 = libc::FUTEX_OP_OR as u32;
     /// FUTEX_OP_ANDN
-    pub const OP_ANDN: u32 = 3;
+    pub const OP_ANDN: u32 = libc::FUTEX_OP_ANDN as u32;
     /// FUTEX_OP_XOR
-    pub const OP_XOR: u32 = 4;
+    pub const OP_XOR: u32 = libc::FUTEX_OP_XOR as u32;
     /// FUTEX_OP_OPARG_SHIFT (ORed into the op nibble)
-    pub const OPARG_SHIFT: u32 = 8;
+    pub const OPARG_SHIFT: u32 = libc::FUTEX_OP_OPARG_SHIFT as u32;
     /// FUTEX_OP_CMP_EQ
-    pub const CMP_EQ: u32 = 0;
+    pub const CMP_EQ: u32 = libc::FUTEX_OP_CMP_EQ as u32;
     /// FUTEX_OP_CMP_NE
-    pub const CMP_NE: u32 = 1;
+    pub const CMP_NE: u32 = libc::FUTEX_OP_CMP_NE as u32;
     /// FUTEX_OP_CMP_LT
-    pub const CMP_LT: u32 = 2;
+    pub const CMP_LT: u32 = libc::FUTEX_OP_CMP_LT as u32;
     /// FUTEX_OP_CMP_LE
-    pub const CMP_LE: u32 = 3;
+    pub const CMP_LE: u32 = libc::FUTEX_OP_CMP_LE as u32;
     /// FUTEX_OP_CMP_GT
-    pub const CMP_GT: u32 = 4;
+    pub const CMP_GT: u32 = libc::FUTEX_OP_CMP_GT as u32;
     /// FUTEX_OP_CMP_GE
-    pub const CMP_GE: u32 = 5;
+    pub const CMP_GE: u32 = libc::FUTEX_OP_CMP_GE as u32;
 }
 
 /// `FUTEX_WAITERS`.
-pub const WAITERS: u32 = 0x8000_0000;
+pub const WAITERS: u32 = libc::FUTEX_WAITERS;
 /// `FUTEX_OWNER_DIED`.
-pub const OWNER_DIED: u32 = 0x4000_0000;
+pub const OWNER_DIED: u32 = libc::FUTEX_OWNER_DIED;
 /// `FUTEX_TID_MASK`.
-pub const TID_MASK: u32 = 0x3fff_ffff;
-/// Syscall numbers (x86_64).
+pub const TID_MASK: u32 = libc::FUTEX_TID_MASK;
+/// Syscall numbers (x86_64): libc's where it has them, the futex2 calls
+/// it lacks from `arch/x86/entry/syscalls/syscall_64.tbl`.
 pub mod nr {
     /// futex_waitv
-    pub const FUTEX_WAITV: i64 = 449;
+    pub const FUTEX_WAITV: i64 = libc::SYS_futex_waitv;
     /// futex_wake
     pub const FUTEX_WAKE: i64 = 454;
     /// futex_wait
@@ -130,7 +131,7 @@ pub mod nr {
     /// futex_requeue
     pub const FUTEX_REQUEUE: i64 = 456;
     /// set_mempolicy_home_node
-    pub const SET_MEMPOLICY_HOME_NODE: i64 = 450;
+    pub const SET_MEMPOLICY_HOME_NODE: i64 = libc::SYS_set_mempolicy_home_node;
 }
 
 /// `struct futex_waitv`.
@@ -186,6 +187,77 @@ pub fn set_slots(slots: u64) -> Result<i64, Errno> {
     prctl_futex_hash(PR_FUTEX_HASH_SET_SLOTS, slots, 0, 0)
 }
 
+/// Raw `futex(uaddr, op, val, timeout-or-val2, uaddr2, val3)`, every
+/// argument a full register so truncation by the kernel is visible.
+pub fn futex(
+    uaddr: u64,
+    op: u32,
+    val: u64,
+    val2: u64,
+    uaddr2: u64,
+    val3: u64,
+) -> Result<i64, Errno> {
+    // SAFETY: the kernel validates every address; nothing here is written
+    // by the call except futex words the caller owns.
+    unsafe { syscall6(libc::SYS_futex, [uaddr, op as u64, val, val2, uaddr2, val3]) }
+}
+
+/// `FUTEX_OP(op, oparg, cmp, cmparg)` of the uapi header.
+pub const fn encode_op(op: u32, oparg: u32, cmp: u32, cmparg: u32) -> u64 {
+    (((op & 0xf) << 28) | ((cmp & 0xf) << 24) | ((oparg & 0xfff) << 12) | (cmparg & 0xfff)) as u64
+}
+
+/// futex2 `futex_wait` with every argument a full register.
+pub fn futex_wait_raw(
+    uaddr: u64,
+    val: u64,
+    mask: u64,
+    flags: u64,
+    timeout: u64,
+    clockid: u64,
+) -> Result<i64, Errno> {
+    // SAFETY: the kernel validates the addresses.
+    unsafe { syscall6(nr::FUTEX_WAIT, [uaddr, val, mask, flags, timeout, clockid]) }
+}
+
+/// futex2 `futex_wake` with every argument a full register.
+pub fn futex_wake_raw(uaddr: u64, mask: u64, nr: u64, flags: u64) -> Result<i64, Errno> {
+    // SAFETY: the kernel validates the address.
+    unsafe { syscall6(nr::FUTEX_WAKE, [uaddr, mask, nr, flags, 0, 0]) }
+}
+
+/// `futex_waitv` with every argument a full register.
+pub fn futex_waitv_raw(
+    waiters: u64,
+    nr: u64,
+    flags: u64,
+    timeout: u64,
+    clockid: u64,
+) -> Result<i64, Errno> {
+    // SAFETY: the kernel validates the addresses.
+    unsafe { syscall6(nr::FUTEX_WAITV, [waiters, nr, flags, timeout, clockid, 0]) }
+}
+
+/// `futex_requeue` with every argument a full register.
+pub fn futex_requeue_raw(
+    waiters: u64,
+    flags: u64,
+    nr_wake: u64,
+    nr_requeue: u64,
+) -> Result<i64, Errno> {
+    // SAFETY: the kernel validates the address.
+    unsafe {
+        syscall6(
+            nr::FUTEX_REQUEUE,
+            [waiters, flags, nr_wake, nr_requeue, 0, 0],
+        )
+    }
+}
+
+fn ts_addr(timeout: Option<&libc::timespec>) -> u64 {
+    timeout.map_or(0, |t| t as *const _ as u64)
+}
+
 /// `futex_wait(uaddr, val, mask, flags, NULL or abs timeout, clockid)`.
 pub fn futex_wait(
     uaddr: *const u32,
@@ -195,25 +267,19 @@ pub fn futex_wait(
     timeout: Option<&libc::timespec>,
     clockid: i32,
 ) -> Result<i64, Errno> {
-    let ts = timeout.map_or(0, |t| t as *const _ as u64);
-    // SAFETY: the kernel validates uaddr; ts is null or a live timespec.
-    unsafe {
-        syscall6(
-            nr::FUTEX_WAIT,
-            [uaddr as u64, val, mask, flags as u64, ts, clockid as u64],
-        )
-    }
+    futex_wait_raw(
+        uaddr as u64,
+        val,
+        mask,
+        flags as u64,
+        ts_addr(timeout),
+        clockid as u64,
+    )
 }
 
 /// `futex_wake(uaddr, mask, nr, flags)`.
 pub fn futex_wake(uaddr: *const u32, mask: u64, nr: i32, flags: u32) -> Result<i64, Errno> {
-    // SAFETY: the kernel validates uaddr.
-    unsafe {
-        syscall6(
-            nr::FUTEX_WAKE,
-            [uaddr as u64, mask, nr as u64, flags as u64, 0, 0],
-        )
-    }
+    futex_wake_raw(uaddr as u64, mask, nr as u64, flags as u64)
 }
 
 /// `futex_waitv(waiters, nr, flags, timeout, clockid)`.
@@ -223,21 +289,13 @@ pub fn futex_waitv(
     timeout: Option<&libc::timespec>,
     clockid: i32,
 ) -> Result<i64, Errno> {
-    let ts = timeout.map_or(0, |t| t as *const _ as u64);
-    // SAFETY: waiters is a live slice; the kernel validates addresses in it.
-    unsafe {
-        syscall6(
-            nr::FUTEX_WAITV,
-            [
-                waiters.as_ptr() as u64,
-                waiters.len() as u64,
-                flags as u64,
-                ts,
-                clockid as u64,
-                0,
-            ],
-        )
-    }
+    futex_waitv_raw(
+        waiters.as_ptr() as u64,
+        waiters.len() as u64,
+        flags as u64,
+        ts_addr(timeout),
+        clockid as u64,
+    )
 }
 
 /// `futex_requeue(waiters[2], flags, nr_wake, nr_requeue)`.
@@ -247,20 +305,12 @@ pub fn futex_requeue(
     nr_wake: i32,
     nr_requeue: i32,
 ) -> Result<i64, Errno> {
-    // SAFETY: waiters is a live array of two entries.
-    unsafe {
-        syscall6(
-            nr::FUTEX_REQUEUE,
-            [
-                waiters.as_ptr() as u64,
-                flags as u64,
-                nr_wake as u64,
-                nr_requeue as u64,
-                0,
-                0,
-            ],
-        )
-    }
+    futex_requeue_raw(
+        waiters.as_ptr() as u64,
+        flags as u64,
+        nr_wake as u64,
+        nr_requeue as u64,
+    )
 }
 
 /// `set_mempolicy(mode, nodemask, maxnode)`: the calling thread's task
@@ -322,9 +372,9 @@ pub mod io_uring {
     use super::{syscall6, Errno};
 
     /// io_uring_setup (x86_64).
-    pub const NR_SETUP: i64 = 425;
+    pub const NR_SETUP: i64 = libc::SYS_io_uring_setup;
     /// io_uring_enter (x86_64).
-    pub const NR_ENTER: i64 = 426;
+    pub const NR_ENTER: i64 = libc::SYS_io_uring_enter;
     /// `IORING_OP_FUTEX_WAIT`.
     pub const OP_FUTEX_WAIT: u8 = 51;
     /// `IORING_OFF_SQ_RING`.
@@ -457,5 +507,28 @@ pub mod io_uring {
                 ],
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn op_encoding_is_the_uapi_macro() {
+        // FUTEX_OP(FUTEX_OP_ADD, 1, FUTEX_OP_CMP_GT, 0x7ff)
+        assert_eq!(
+            encode_op(futex_op::OP_ADD, 1, futex_op::CMP_GT, 0x7ff),
+            0x1400_17ff
+        );
+        assert_eq!(
+            encode_op(
+                futex_op::OP_SET | futex_op::OPARG_SHIFT,
+                31,
+                futex_op::CMP_EQ,
+                0
+            ),
+            0x8001_f000
+        );
     }
 }

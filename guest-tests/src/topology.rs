@@ -17,11 +17,11 @@
 pub mod distance;
 
 use crate::ktap::Outcome;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
-/// A set of CPU numbers.
-pub type CpuSet = BTreeSet<u32>;
+pub use crate::cpulist::CpuSet;
+use crate::cpulist::{format as format_cpulist, parse as parse_cpulist};
 
 /// A node's MemTotal must be at least this percentage of the declared size
 /// (and at most all of it): the kernel keeps its image, page structs and
@@ -118,57 +118,6 @@ pub fn parse_nodes(s: &str) -> Result<Vec<NodeSpec>, String> {
         });
     }
     Ok(nodes)
-}
-
-/// Parses the kernel's CPU list format (`0-1,4`, `` for none).
-pub fn parse_cpulist(s: &str) -> Result<CpuSet, String> {
-    let mut set = CpuSet::new();
-    let s = s.trim();
-    if s.is_empty() {
-        return Ok(set);
-    }
-    for item in s.split(',') {
-        let num = |x: &str| {
-            x.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("bad cpu list {s:?}: {x:?} is not a cpu number"))
-        };
-        let (lo, hi) = match item.split_once('-') {
-            Some((a, b)) => (num(a)?, num(b)?),
-            None => (num(item)?, num(item)?),
-        };
-        if lo > hi {
-            return Err(format!("bad cpu list {s:?}: range {item:?} runs backwards"));
-        }
-        if hi - lo >= 65536 {
-            return Err(format!("bad cpu list {s:?}: range {item:?} is too large"));
-        }
-        set.extend(lo..=hi);
-    }
-    Ok(set)
-}
-
-/// Formats a CPU set in the kernel's list format (`0-1,4`; `(none)` if empty).
-pub fn format_cpulist(set: &CpuSet) -> String {
-    let mut parts = Vec::new();
-    let mut it = set.iter().copied().peekable();
-    while let Some(lo) = it.next() {
-        let mut hi = lo;
-        while it.peek() == Some(&(hi + 1)) {
-            hi += 1;
-            it.next();
-        }
-        parts.push(if lo == hi {
-            lo.to_string()
-        } else {
-            format!("{lo}-{hi}")
-        });
-    }
-    if parts.is_empty() {
-        "(none)".into()
-    } else {
-        parts.join(",")
-    }
 }
 
 /// Parses a memory size with a binary suffix: `512M`, `1G`, `64K`, `1T`.
@@ -628,24 +577,6 @@ mod tests {
             let e = parse_nodes(input).unwrap_err();
             assert!(e.contains(want), "{input:?}: {e}");
         }
-    }
-
-    #[test]
-    fn cpulists_round_trip() {
-        let table: &[(&str, &[u32], &str)] = &[
-            ("0-1,4", &[0, 1, 4], "0-1,4"),
-            ("3", &[3], "3"),
-            ("0-3\n", &[0, 1, 2, 3], "0-3"),
-            ("\n", &[], "(none)"),
-            ("5,0-1,2", &[0, 1, 2, 5], "0-2,5"),
-        ];
-        for (input, cpus, formatted) in table {
-            let s = set(input);
-            assert_eq!(s.iter().copied().collect::<Vec<_>>(), *cpus, "{input:?}");
-            assert_eq!(format_cpulist(&s), *formatted);
-        }
-        assert!(parse_cpulist("0-").is_err());
-        assert!(parse_cpulist("0-4294967295").is_err());
     }
 
     #[test]

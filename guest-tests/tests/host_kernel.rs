@@ -347,9 +347,8 @@ fn a_fake_offline_node_fails_the_cases_that_assert_offline_nodes_work() {
         "without an offline node the cases skip:\n{}",
         plain.ktap
     );
-    let fake = std::fs::read_to_string("/sys/devices/system/node/possible")
+    let fake = guest_tests::cpulist::read("/sys/devices/system/node/possible")
         .ok()
-        .and_then(|s| guest_tests::numa::parse_list(s.trim()).ok())
         .and_then(|p| p.last().map(|n| n + 1))
         .expect("the host's possible nodes");
     let o = run_with(

@@ -27,7 +27,7 @@ use guest_tests::bench::{
 use guest_tests::expect::Expect;
 use guest_tests::ktap::{Ktap, Outcome};
 use guest_tests::numa::{self, Mapping};
-use guest_tests::sys::{self, Errno, FUTEX_BITSET_MATCH_ANY};
+use guest_tests::sys::{self, futex_op, Errno, FUTEX_BITSET_MATCH_ANY};
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -656,38 +656,26 @@ fn measure(
 /// that does not match, so the call returns EAGAIN after hashing the key
 /// and taking the bucket lock.
 fn hash_worker(c: &Config, stop: &AtomicBool) -> (u64, u64, Option<String>) {
-    const FUTEX_WAIT: i64 = 0;
-    const FUTEX_PRIVATE_FLAG: i64 = 128;
     let futexes = vec![0u32; c.futexes];
     let op = if c.shared {
-        FUTEX_WAIT
+        futex_op::WAIT
     } else {
-        FUTEX_WAIT | FUTEX_PRIVATE_FLAG
+        futex_op::WAIT | futex_op::PRIVATE
     };
     let (mut ops, mut bad, mut first) = (0u64, 0u64, None);
     while !stop.load(Ordering::Relaxed) {
         for f in &futexes {
-            // SAFETY: f is a live u32 of this thread; no timeout pointer.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_futex,
-                    f as *const u32,
-                    op,
-                    1234u32,
-                    0usize,
-                    0usize,
-                    0u32,
-                )
-            };
+            let r = sys::futex(f as *const u32 as u64, op, 1234, 0, 0, 0);
             ops += 1;
-            if r != -1 {
-                bad += 1;
-                first.get_or_insert_with(|| format!("FUTEX_WAIT returned {r}, want EAGAIN"));
-            } else {
-                let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-                if e != libc::EAGAIN {
+            match r {
+                Err(Errno(libc::EAGAIN)) => {}
+                Ok(r) => {
                     bad += 1;
-                    first.get_or_insert_with(|| format!("FUTEX_WAIT: {}", Errno(e)));
+                    first.get_or_insert_with(|| format!("FUTEX_WAIT returned {r}, want EAGAIN"));
+                }
+                Err(e) => {
+                    bad += 1;
+                    first.get_or_insert_with(|| format!("FUTEX_WAIT: {e}"));
                 }
             }
         }

@@ -27,12 +27,12 @@ use guest_tests::cases::{main as run, Case, Ctx};
 use guest_tests::hash::{self, done, ensure, ensure_res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    self, addr, encode_op, ensure_expired, ensure_waited, err, futex, install_handler, interrupt,
-    now, op::*, plus, span, timed, ts, uptime, wait2, wake2, wake_private, word, Page, Waiters,
-    ANY, EAGAIN, EFAULT, EINTR, ENOSYS, ETIMEDOUT, KERNEL_ADDR, SC_FUTEX, SC_WAIT2, SC_WAITV,
-    TIMEOUT, U32P,
+    self, addr, ensure_expired, ensure_waited, err, install_handler, interrupt, now, op::*, plus,
+    span, timed, ts, uptime, wake_private, word, Page, Waiters, ANY, EAGAIN, EFAULT, EINTR, ENOSYS,
+    ETIMEDOUT, KERNEL_ADDR, SC_FUTEX, SC_WAIT2, SC_WAITV, TIMEOUT, U32P,
 };
 use guest_tests::sys::{self, FutexWaitv, FUTEX2_SIZE_U32};
+use guest_tests::sys::{encode_op, futex, futex_wait_raw, futex_wake_raw};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -60,7 +60,7 @@ fn wait_eagain(_: &Ctx) -> Outcome {
         for (name, f) in [("private", U32P), ("shared", FUTEX2_SIZE_U32)] {
             ensure_res(
                 &format!("futex_wait {name} for 0 on a word holding 1"),
-                wait2(addr(w), 0, ANY, f as u64, 0, 0),
+                futex_wait_raw(addr(w), 0, ANY, f as u64, 0, 0),
                 EAGAIN,
             )?;
         }
@@ -89,12 +89,12 @@ fn wait_val_is_u32(_: &Ctx) -> Outcome {
         )?;
         ensure_res(
             "futex_wait for (1<<32)|5",
-            wait2(addr(w), (1 << 32) | 5, ANY, U32P as u64, 0, 0),
+            futex_wait_raw(addr(w), (1 << 32) | 5, ANY, U32P as u64, 0, 0),
             EINVAL,
         )?;
         ensure_res(
             "futex_wait with mask (1<<32)|1",
-            wait2(addr(w), 5, (1 << 32) | 1, U32P as u64, 0, 0),
+            futex_wait_raw(addr(w), 5, (1 << 32) | 1, U32P as u64, 0, 0),
             EINVAL,
         )
     })())
@@ -352,7 +352,7 @@ fn timespec_invalid(_: &Ctx) -> Outcome {
             }
             ensure_res(
                 &format!("futex_wait with timeout {shown}, value changed"),
-                wait2(addr(w), 1, ANY, U32P as u64, ts(&t), MONO as u64),
+                futex_wait_raw(addr(w), 1, ANY, U32P as u64, ts(&t), MONO as u64),
                 EINVAL,
             )?;
         }
@@ -399,17 +399,17 @@ fn bitset_zero(_: &Ctx) -> Outcome {
         )?;
         ensure_res(
             "futex_wait with mask 0",
-            wait2(addr(w), 1, 0, U32P as u64, 0, 0),
+            futex_wait_raw(addr(w), 1, 0, U32P as u64, 0, 0),
             EINVAL,
         )?;
         ensure_res(
             "futex_wake with mask 0",
-            wake2(addr(w), 0, 1, U32P as u64),
+            futex_wake_raw(addr(w), 0, 1, U32P as u64),
             EINVAL,
         )?;
         ensure_res(
             "futex_wait with mask 0 and timeout pointer 8 (the timeout is read first)",
-            wait2(addr(w), 1, 0, U32P as u64, BAD_PTR, MONO as u64),
+            futex_wait_raw(addr(w), 1, 0, U32P as u64, BAD_PTR, MONO as u64),
             EFAULT,
         )?;
         ensure_res(
@@ -444,12 +444,12 @@ fn unaligned(_: &Ctx) -> Outcome {
             }
             ensure_res(
                 &format!("futex_wait at page + {off}"),
-                wait2(a, 0, ANY, U32P as u64, 0, 0),
+                futex_wait_raw(a, 0, ANY, U32P as u64, 0, 0),
                 EINVAL,
             )?;
             ensure_res(
                 &format!("futex_wake at page + {off}"),
-                wake2(a, ANY, 1, U32P as u64),
+                futex_wake_raw(a, ANY, 1, U32P as u64),
                 EINVAL,
             )?;
         }
@@ -497,12 +497,12 @@ fn bad_address(_: &Ctx) -> Outcome {
             )?;
             ensure_res(
                 &format!("futex_wake private on {what}"),
-                wake2(a, ANY, 1, U32P as u64),
+                futex_wake_raw(a, ANY, 1, U32P as u64),
                 wake_private,
             )?;
             ensure_res(
                 &format!("futex_wait private on {what}"),
-                wait2(a, 0, ANY, U32P as u64, 0, 0),
+                futex_wait_raw(a, 0, ANY, U32P as u64, 0, 0),
                 EFAULT,
             )?;
         }
@@ -518,18 +518,18 @@ fn futex2_wait_validation(_: &Ctx) -> Outcome {
         for (name, fl) in ops::FUTEX2_BAD_FLAGS {
             ensure_res(
                 &format!("futex_wait flags {name}"),
-                wait2(a, 1, ANY, *fl, 0, 0),
+                futex_wait_raw(a, 1, ANY, *fl, 0, 0),
                 EINVAL,
             )?;
         }
         ensure_res(
             "futex_wait for 1<<32",
-            wait2(a, 1 << 32, ANY, f, 0, 0),
+            futex_wait_raw(a, 1 << 32, ANY, f, 0, 0),
             EINVAL,
         )?;
         ensure_res(
             "futex_wait mask (1<<32)|1",
-            wait2(a, 1, (1 << 32) | 1, f, 0, 0),
+            futex_wait_raw(a, 1, (1 << 32) | 1, f, 0, 0),
             EINVAL,
         )?;
         let d = plus(now(MONO), Duration::from_secs(10));
@@ -546,23 +546,23 @@ fn futex2_wait_validation(_: &Ctx) -> Outcome {
                 &format!(
                     "futex_wait, value changed, timeout on {name} (the clock is checked first)"
                 ),
-                wait2(a, 1, ANY, f, ts(&d), clock),
+                futex_wait_raw(a, 1, ANY, f, ts(&d), clock),
                 EINVAL,
             )?;
             ensure_res(
                 &format!("futex_wait, value changed, no timeout, clockid {name} (not looked at)"),
-                wait2(a, 1, ANY, f, 0, clock),
+                futex_wait_raw(a, 1, ANY, f, 0, clock),
                 EAGAIN,
             )?;
         }
         ensure_res(
             "futex_wait, value changed, timeout pointer 8 (the timeout is read first)",
-            wait2(a, 1, ANY, f, BAD_PTR, MONO as u64),
+            futex_wait_raw(a, 1, ANY, f, BAD_PTR, MONO as u64),
             EFAULT,
         )?;
         ensure_res(
             "futex_wait flags (1<<32)|U32|PRIVATE (an unsigned int), value changed",
-            wait2(a, 1, ANY, (1 << 32) | f, 0, 0),
+            futex_wait_raw(a, 1, ANY, (1 << 32) | f, 0, 0),
             EAGAIN,
         )
     })())
@@ -577,7 +577,7 @@ fn futex2_wait_timeout_clocks(_: &Ctx) -> Outcome {
                 &format!("futex_wait until {name} now + 60 ms"),
                 timed(|| {
                     let d = plus(now(clock), TIMEOUT);
-                    wait2(addr(w), 0, ANY, f, ts(&d), clock as u64)
+                    futex_wait_raw(addr(w), 0, ANY, f, ts(&d), clock as u64)
                 }),
                 TIMEOUT,
             )?;
@@ -587,7 +587,7 @@ fn futex2_wait_timeout_clocks(_: &Ctx) -> Outcome {
             "futex_wait on CLOCK_REALTIME until CLOCK_MONOTONIC now + 10 s",
             timed(|| {
                 let d = plus(now(MONO), ten);
-                wait2(addr(w), 0, ANY, f, ts(&d), REAL as u64)
+                futex_wait_raw(addr(w), 0, ANY, f, ts(&d), REAL as u64)
             }),
             ten,
         )?;
@@ -595,7 +595,7 @@ fn futex2_wait_timeout_clocks(_: &Ctx) -> Outcome {
             "futex_wait until CLOCK_MONOTONIC now (absolute, not relative)",
             timed(|| {
                 let d = now(MONO);
-                wait2(addr(w), 0, ANY, f, ts(&d), MONO as u64)
+                futex_wait_raw(addr(w), 0, ANY, f, ts(&d), MONO as u64)
             }),
             uptime(),
         )
@@ -657,7 +657,7 @@ fn signal_waiters() -> Result<(Waiters, [&'static AtomicU32; 4]), Outcome> {
     })?;
     ws.add(SC_WAIT2, move || {
         let t = plus(now(MONO), Duration::from_secs(30));
-        wait2(addr(c), 0, ANY, U32P as u64, ts(&t), MONO as u64)
+        futex_wait_raw(addr(c), 0, ANY, U32P as u64, ts(&t), MONO as u64)
     })?;
     ws.add(SC_WAITV, move || {
         let t = plus(now(MONO), Duration::from_secs(30));

@@ -21,10 +21,11 @@ use guest_tests::cases::{main as run, scaled, Case, Ctx};
 use guest_tests::hash::{self, done, ensure_res, skip, Check, Res, Worker, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    addr, encode_op, ensure_expired, ensure_waited, ensure_word, futex, install_handler, interrupt,
-    mutated, now, op::*, plus, timed, ts, wake_private, word, Page, Waiters, ALL, EAGAIN, EDEADLK,
-    EFAULT, EPERM, ESRCH, KERNEL_ADDR, OWNER_DIED, SC_FUTEX, TIMEOUT, WAITERS,
+    addr, ensure_expired, ensure_waited, ensure_word, install_handler, interrupt, mutated, now,
+    op::*, plus, timed, ts, wake_private, word, Page, Waiters, ALL, EAGAIN, EDEADLK, EFAULT, EPERM,
+    ESRCH, KERNEL_ADDR, OWNER_DIED, SC_FUTEX, TIMEOUT, WAITERS,
 };
+use guest_tests::sys::{encode_op, futex};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 

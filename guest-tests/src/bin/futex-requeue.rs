@@ -25,11 +25,12 @@ use guest_tests::cases::{main as run, Case, Ctx};
 use guest_tests::hash::{done, ensure_res, Check, Res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    self, addr, ensure_expired, ensure_waited, ensure_wake, futex, mutated, now, op::*, plus,
-    requeue_raw, timed, ts, uptime, wait2, waitv_raw, wake_private, word, Page, Queue, Waiters,
-    ALL, ANY, ANY32, EAGAIN, EFAULT, KERNEL_ADDR, SC_FUTEX, SC_WAIT2, SC_WAITV, TIMEOUT, U32P,
+    self, addr, ensure_expired, ensure_waited, ensure_wake, mutated, now, op::*, plus, timed, ts,
+    uptime, wake_private, word, Page, Queue, Waiters, ALL, ANY, ANY32, EAGAIN, EFAULT, KERNEL_ADDR,
+    SC_FUTEX, SC_WAIT2, SC_WAITV, TIMEOUT, U32P,
 };
 use guest_tests::sys::{self, FutexWaitv, FUTEX2_PRIVATE, FUTEX2_SIZE_U32};
+use guest_tests::sys::{futex, futex_requeue_raw, futex_wait_raw, futex_waitv_raw, futex_wake_raw};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -255,7 +256,11 @@ fn requeue_negative(_: &Ctx) -> Outcome {
         let pair = [entry(f1, 0, U32P), entry(f2, 0, U32P)];
         for (nw, nr) in [(u32::MAX as u64, 1u64), (1, u32::MAX as u64)] {
             let what = format!("futex_requeue nr_wake {nw:#x}, nr_requeue {nr:#x}");
-            ensure_res(&what, requeue_raw(pair.as_ptr() as u64, 0, nw, nr), EINVAL)?;
+            ensure_res(
+                &what,
+                futex_requeue_raw(pair.as_ptr() as u64, 0, nw, nr),
+                EINVAL,
+            )?;
             ws.woke(&what, &[])?;
         }
         wake_rest("FUTEX_WAKE", f1, &mut ws, &mut q1)?;
@@ -307,7 +312,7 @@ fn futex2_requeue_counts(_: &Ctx) -> Outcome {
         let mut ws = Waiters::new();
         let (mut q1, mut q2) = (Queue::new(), Queue::new());
         for id in ws.add_n(3, SC_WAIT2, move || {
-            wait2(addr(f1), 0, ANY, U32P as u64, 0, 0)
+            futex_wait_raw(addr(f1), 0, ANY, U32P as u64, 0, 0)
         })? {
             q1.push(id, ANY32);
         }
@@ -325,7 +330,7 @@ fn futex2_requeue_counts(_: &Ctx) -> Outcome {
             (&mut q1, &mut q2),
             (1, 1),
         )?;
-        let r = ops::wake2(addr(f2), ANY, ALL, U32P as u64);
+        let r = futex_wake_raw(addr(f2), ANY, ALL, U32P as u64);
         ensure_wake(
             "futex_wake of the target",
             r,
@@ -333,7 +338,7 @@ fn futex2_requeue_counts(_: &Ctx) -> Outcome {
             &mut q2,
             (i32::MAX, ANY32, true),
         )?;
-        let r = ops::wake2(addr(f1), ANY, ALL, U32P as u64);
+        let r = futex_wake_raw(addr(f1), ANY, ALL, U32P as u64);
         ensure_wake(
             "futex_wake of the source",
             r,
@@ -352,20 +357,24 @@ fn futex2_requeue_validation(ctx: &Ctx) -> Outcome {
         let p = good.as_ptr() as u64;
         ensure_res(
             "futex_requeue, valid, nobody waiting",
-            requeue_raw(p, 0, 1, 1),
+            futex_requeue_raw(p, 0, 1, 1),
             Ok(0),
         )?;
-        ensure_res("futex_requeue flags 1", requeue_raw(p, 1, 1, 1), EINVAL)?;
         ensure_res(
-            "futex_requeue flags PRIVATE",
-            requeue_raw(p, FUTEX2_PRIVATE as u64, 1, 1),
+            "futex_requeue flags 1",
+            futex_requeue_raw(p, 1, 1, 1),
             EINVAL,
         )?;
-        ensure_res("futex_requeue NULL", requeue_raw(0, 0, 1, 1), EINVAL)?;
+        ensure_res(
+            "futex_requeue flags PRIVATE",
+            futex_requeue_raw(p, FUTEX2_PRIVATE as u64, 1, 1),
+            EINVAL,
+        )?;
+        ensure_res("futex_requeue NULL", futex_requeue_raw(0, 0, 1, 1), EINVAL)?;
         let none = Page::new(libc::PROT_NONE, false)?;
         ensure_res(
             "futex_requeue of an unreadable array",
-            requeue_raw(none.at(0), 0, 1, 1),
+            futex_requeue_raw(none.at(0), 0, 1, 1),
             EFAULT,
         )?;
         for i in 0..2 {
@@ -422,42 +431,46 @@ fn waitv_validation(_: &Ctx) -> Outcome {
         let d = plus(now(MONO), Duration::from_secs(10));
         let m = MONO as u64;
         for (what, r, want) in [
-            ("nr 128 (entries stale)", waitv_raw(p, 128, 0, 0, 0), EAGAIN),
             (
-                "nr (1<<32)|1 (an unsigned int)",
-                waitv_raw(p, (1 << 32) | 1, 0, 0, 0),
+                "nr 128 (entries stale)",
+                futex_waitv_raw(p, 128, 0, 0, 0),
                 EAGAIN,
             ),
-            ("nr 0", waitv_raw(p, 0, 0, 0, 0), EINVAL),
-            ("nr 129", waitv_raw(p, 129, 0, 0, 0), EINVAL),
-            ("flags 1", waitv_raw(p, 1, 1, 0, 0), EINVAL),
+            (
+                "nr (1<<32)|1 (an unsigned int)",
+                futex_waitv_raw(p, (1 << 32) | 1, 0, 0, 0),
+                EAGAIN,
+            ),
+            ("nr 0", futex_waitv_raw(p, 0, 0, 0, 0), EINVAL),
+            ("nr 129", futex_waitv_raw(p, 129, 0, 0, 0), EINVAL),
+            ("flags 1", futex_waitv_raw(p, 1, 1, 0, 0), EINVAL),
             (
                 "flags PRIVATE (belongs in the entries)",
-                waitv_raw(p, 1, FUTEX2_PRIVATE as u64, 0, 0),
+                futex_waitv_raw(p, 1, FUTEX2_PRIVATE as u64, 0, 0),
                 EINVAL,
             ),
-            ("NULL array", waitv_raw(0, 1, 0, 0, 0), EINVAL),
+            ("NULL array", futex_waitv_raw(0, 1, 0, 0, 0), EINVAL),
             (
                 "nr 0, timeout pointer 8 (nr first)",
-                waitv_raw(p, 0, 0, 8, m),
+                futex_waitv_raw(p, 0, 0, 8, m),
                 EINVAL,
             ),
             (
                 "timeout on CLOCK_TAI",
-                waitv_raw(p, 1, 0, ts(&d), libc::CLOCK_TAI as u64),
+                futex_waitv_raw(p, 1, 0, ts(&d), libc::CLOCK_TAI as u64),
                 EINVAL,
             ),
             (
                 "timeout on CLOCK_BOOTTIME",
-                waitv_raw(p, 1, 0, ts(&d), libc::CLOCK_BOOTTIME as u64),
+                futex_waitv_raw(p, 1, 0, ts(&d), libc::CLOCK_BOOTTIME as u64),
                 EINVAL,
             ),
             (
                 "no timeout, clockid CLOCK_TAI (not looked at)",
-                waitv_raw(p, 1, 0, 0, libc::CLOCK_TAI as u64),
+                futex_waitv_raw(p, 1, 0, 0, libc::CLOCK_TAI as u64),
                 EAGAIN,
             ),
-            ("timeout pointer 8", waitv_raw(p, 1, 0, 8, m), EFAULT),
+            ("timeout pointer 8", futex_waitv_raw(p, 1, 0, 8, m), EFAULT),
         ] {
             ensure_res(&format!("futex_waitv {what}"), r, want)?;
         }
@@ -467,13 +480,13 @@ fn waitv_validation(_: &Ctx) -> Outcome {
         };
         ensure_res(
             "futex_waitv timeout {0, 1e9}",
-            waitv_raw(p, 1, 0, ts(&bad_ts), m),
+            futex_waitv_raw(p, 1, 0, ts(&bad_ts), m),
             EINVAL,
         )?;
         let none = Page::new(libc::PROT_NONE, false)?;
         ensure_res(
             "futex_waitv of an unreadable array",
-            waitv_raw(none.at(0), 1, 0, 0, 0),
+            futex_waitv_raw(none.at(0), 1, 0, 0, 0),
             EFAULT,
         )?;
         let mut six: Vec<FutexWaitv> = (0..6).map(|_| entry(w, 1, U32P)).collect();
@@ -485,7 +498,7 @@ fn waitv_validation(_: &Ctx) -> Outcome {
         )?;
         ensure_res(
             "futex_waitv, entry 5 __reserved 1, timeout pointer 8 (the timeout first)",
-            waitv_raw(six.as_ptr() as u64, 6, 0, 8, m),
+            futex_waitv_raw(six.as_ptr() as u64, 6, 0, 8, m),
             EFAULT,
         )?;
         six[0].uaddr = 0;

@@ -19,6 +19,7 @@ mod timeouts;
 
 use guest_tests::cases::{Case, Ctx};
 use guest_tests::ktap::Outcome;
+use guest_tests::mapping::Mapping;
 use guest_tests::sys::{self, Errno, FutexWaitv};
 use guest_tests::{cases, clock, hash};
 use std::sync::atomic::AtomicU32;
@@ -30,34 +31,24 @@ fn r(res: R) -> Outcome {
     res.unwrap_or_else(Outcome::Fail)
 }
 
-const FUTEX_WAIT: i32 = 0;
-const FUTEX_WAKE: i32 = 1;
-const FUTEX_LOCK_PI: i32 = 6;
-const FUTEX_UNLOCK_PI: i32 = 7;
-const FUTEX_WAIT_REQUEUE_PI: i32 = 11;
-const FUTEX_CMP_REQUEUE_PI: i32 = 12;
-const FUTEX_PRIVATE_FLAG: i32 = 128;
-const FUTEX_OWNER_DIED: u32 = 0x4000_0000;
-const FUTEX_TID_MASK: u32 = 0x3fff_ffff;
+// The uapi names, as the kernel's selftests spell them.
+use sys::futex_op::{
+    CMP_REQUEUE_PI as FUTEX_CMP_REQUEUE_PI, LOCK_PI as FUTEX_LOCK_PI,
+    PRIVATE as FUTEX_PRIVATE_FLAG, UNLOCK_PI as FUTEX_UNLOCK_PI, WAIT as FUTEX_WAIT,
+    WAIT_REQUEUE_PI as FUTEX_WAIT_REQUEUE_PI, WAKE as FUTEX_WAKE,
+};
+use sys::{OWNER_DIED as FUTEX_OWNER_DIED, TID_MASK as FUTEX_TID_MASK};
 
-/// Raw futex(2): `(uaddr, op, val, timeout-or-val2, uaddr2, val3)`.
+/// [`sys::futex`] on pointers, as the selftests call `futex(2)`.
 fn futex(
     uaddr: *const u32,
-    op: i32,
+    op: u32,
     val: u32,
     ts: u64,
     uaddr2: *const u32,
     val3: u32,
 ) -> Result<i64, Errno> {
-    // SAFETY: the kernel validates every pointer.
-    let r = unsafe { libc::syscall(libc::SYS_futex, uaddr, op, val, ts, uaddr2, val3) };
-    if r < 0 {
-        Err(Errno(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ))
-    } else {
-        Ok(r)
-    }
+    sys::futex(uaddr as u64, op, val as u64, ts, uaddr2 as u64, val3 as u64)
 }
 
 fn ts_ptr(t: &libc::timespec) -> u64 {
@@ -126,7 +117,7 @@ fn p(w: &AtomicU32) -> *const u32 {
 
 // ---- wait / wake -----------------------------------------------------
 
-fn wait_wake(op_flags: i32, w: &'static AtomicU32) -> R {
+fn wait_wake(op_flags: u32, w: &'static AtomicU32) -> R {
     let waiter = std::thread::spawn(move || {
         let t = rel(10_000);
         futex(
@@ -214,22 +205,11 @@ impl PipeOk for Outcome {
     }
 }
 
+/// A mapping the forked waiter and its parent share, never unmapped.
 fn map(len: usize, flags: i32, fd: i32) -> Result<*mut u32, String> {
-    // SAFETY: a fresh mapping, checked below.
-    let a = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            fd,
-            0,
-        )
-    };
-    if a == libc::MAP_FAILED {
-        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
-    }
-    Ok(a as *mut u32)
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let m = Mapping::new(len, rw, flags, fd).map_err(|e| format!("mmap: {e}"))?;
+    Ok(m.leak().addr() as *mut u32)
 }
 
 fn wait_wake_shared_anon(_: &Ctx) -> R {
@@ -408,24 +388,8 @@ fn waitv_unaligned_einval(_: &Ctx) -> R {
 
 fn waitv_null_address(_: &Ctx) -> R {
     let t = abs(libc::CLOCK_MONOTONIC, 1000);
-    // SAFETY: a NULL waiters array with nr 1: the kernel must fault cleanly.
-    let r = unsafe {
-        libc::syscall(
-            sys::nr::FUTEX_WAITV,
-            0usize,
-            1u32,
-            0u32,
-            &t as *const _,
-            libc::CLOCK_MONOTONIC,
-        )
-    };
-    let got = if r < 0 {
-        Err(Errno(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ))
-    } else {
-        Ok(r)
-    };
+    // A NULL waiters array with nr 1: the kernel must fault cleanly.
+    let got = sys::futex_waitv_raw(0, 1, 0, &t as *const _ as u64, libc::CLOCK_MONOTONIC as u64);
     want_err("futex_waitv(NULL, 1)", got, libc::EINVAL)?;
     let e = FutexWaitv {
         val: 0,

@@ -27,11 +27,12 @@ use guest_tests::cases::{main as run, Case, Ctx};
 use guest_tests::hash::{done, ensure_res, skip, Check, Res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    self, addr, encode_op, ensure_wake, ensure_word, futex, mutated, op::*, span, ts, wait2, wake2,
-    wake_private, word, Page, Queue, Waiters, ALL, ANY, ANY32, EAGAIN, EFAULT, ENOSYS, ETIMEDOUT,
-    KERNEL_ADDR, SC_FUTEX, SC_WAIT2, U32P,
+    self, addr, ensure_wake, ensure_word, mutated, op::*, span, ts, wake_private, word, Page,
+    Queue, Waiters, ALL, ANY, ANY32, EAGAIN, EFAULT, ENOSYS, ETIMEDOUT, KERNEL_ADDR, SC_FUTEX,
+    SC_WAIT2, U32P,
 };
 use guest_tests::sys::{self};
+use guest_tests::sys::{encode_op, futex, futex_wait_raw, futex_wake_raw};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -50,7 +51,7 @@ fn private_flag_selects_key(_: &Ctx) -> Outcome {
         ws.woke("shared FUTEX_WAKE of a private waiter", &[])?;
         ensure_res(
             "futex_wake shared of a private waiter",
-            wake2(addr(w), ANY, ALL, 2),
+            futex_wake_raw(addr(w), ANY, ALL, 2),
             Ok(0),
         )?;
         ws.woke("futex_wake shared of a private waiter", &[])?;
@@ -130,18 +131,18 @@ fn wake2_nr_0(_: &Ctx) -> Outcome {
         let w = word(0);
         ensure_res(
             "futex_wake nr 0 on an unaligned address (key first)",
-            wake2(addr(w) + 1, ANY, 0, U32P as u64),
+            futex_wake_raw(addr(w) + 1, ANY, 0, U32P as u64),
             EINVAL,
         )?;
         ensure_res(
             "futex_wake nr 0 with mask 0",
-            wake2(addr(w), 0, 0, U32P as u64),
+            futex_wake_raw(addr(w), 0, 0, U32P as u64),
             EINVAL,
         )?;
         let mut ws = Waiters::new();
         let mut q = Queue::new();
         for id in ws.add_n(3, SC_WAIT2, move || {
-            wait2(addr(w), 0, ANY, U32P as u64, 0, 0)
+            futex_wait_raw(addr(w), 0, ANY, U32P as u64, 0, 0)
         })? {
             q.push(id, ANY32);
         }
@@ -152,7 +153,7 @@ fn wake2_nr_0(_: &Ctx) -> Outcome {
             ("nr (1<<32)|1", (1 << 32) | 1, 1),
             ("nr 1", 1, 1),
         ] {
-            let r = wake2(addr(w), ANY, nr_reg, U32P as u64);
+            let r = futex_wake_raw(addr(w), ANY, nr_reg, U32P as u64);
             ensure_wake(
                 &format!("futex_wake {what}"),
                 r,
@@ -181,7 +182,7 @@ fn wake_no_waiter(_: &Ctx) -> Outcome {
         )?;
         ensure_res(
             "futex_wake, nobody waiting",
-            wake2(addr(w0), ANY, ALL, U32P as u64),
+            futex_wake_raw(addr(w0), ANY, ALL, U32P as u64),
             Ok(0),
         )?;
         let mut ws = Waiters::new();
@@ -283,13 +284,15 @@ fn bitset_futex2_and_legacy(_: &Ctx) -> Outcome {
         let w = word(0);
         let mut ws = Waiters::new();
         let mut q = Queue::new();
-        let a = ws.add(SC_WAIT2, move || wait2(addr(w), 0, 0b01, U32P as u64, 0, 0))?;
+        let a = ws.add(SC_WAIT2, move || {
+            futex_wait_raw(addr(w), 0, 0b01, U32P as u64, 0, 0)
+        })?;
         q.push(a, 0b01);
         let b = ws.add(SC_FUTEX, move || {
             futex(addr(w), WAIT_BITSET | P, 0, 0, 0, 0b10)
         })?;
         q.push(b, 0b10);
-        let r = wake2(addr(w), 0b10, ALL, U32P as u64);
+        let r = futex_wake_raw(addr(w), 0b10, ALL, U32P as u64);
         ensure_wake(
             "futex_wake mask 0b10",
             r,
@@ -615,7 +618,7 @@ fn futex2_wake_validation(_: &Ctx) -> Outcome {
         for (name, f) in ops::FUTEX2_BAD_FLAGS {
             ensure_res(
                 &format!("futex_wake flags {name}"),
-                wake2(a, ANY, 1, *f),
+                futex_wake_raw(a, ANY, 1, *f),
                 EINVAL,
             )?;
         }
@@ -626,23 +629,23 @@ fn futex2_wake_validation(_: &Ctx) -> Outcome {
         ] {
             ensure_res(
                 &format!("futex_wake mask {what}"),
-                wake2(a, mask, 1, U32P as u64),
+                futex_wake_raw(a, mask, 1, U32P as u64),
                 EINVAL,
             )?;
         }
         ensure_res(
             "futex_wake at an address 2 mod 4",
-            wake2(a + 2, ANY, 1, U32P as u64),
+            futex_wake_raw(a + 2, ANY, 1, U32P as u64),
             EINVAL,
         )?;
         ensure_res(
             "futex_wake on a kernel address",
-            wake2(KERNEL_ADDR, ANY, 1, U32P as u64),
+            futex_wake_raw(KERNEL_ADDR, ANY, 1, U32P as u64),
             EFAULT,
         )?;
         ensure_res(
             "futex_wake flags (1<<32)|U32|PRIVATE (an unsigned int)",
-            wake2(a, ANY, 1, (1 << 32) | U32P as u64),
+            futex_wake_raw(a, ANY, 1, (1 << 32) | U32P as u64),
             Ok(0),
         )
     })())

@@ -4,6 +4,7 @@
 //! exit 0 if every case passed, 1 otherwise. No arguments but `-h`/`--help`.
 
 use guest_tests::ktap::{Ktap, Outcome};
+use guest_tests::mapping::Mapping;
 use guest_tests::sys::{self, FUTEX2_PRIVATE, FUTEX2_SIZE_U32, FUTEX_BITSET_MATCH_ANY};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -213,20 +214,12 @@ fn memory_16mib() -> Outcome {
     if page == 0 || (LEN / page) * page != LEN {
         return Outcome::Fail(format!("unexpected page size {page}"));
     }
-    // SAFETY: a fresh anonymous mapping, touched only within LEN below.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            LEN,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let map = match Mapping::anon(LEN, rw, false) {
+        Ok(m) => m,
+        Err(e) => return Outcome::Fail(format!("mmap 16 MiB: {e}")),
     };
-    if addr == libc::MAP_FAILED {
-        return Outcome::Fail(format!("mmap 16 MiB: {}", std::io::Error::last_os_error()));
-    }
+    let addr = map.addr().cast::<libc::c_void>();
     let pages = LEN / page;
     let value = |i: usize| (i % 251) as u8 + 1;
     let base = addr.cast::<u8>();
@@ -253,8 +246,7 @@ fn memory_16mib() -> Outcome {
         a != value(i) || b != value(i)
     });
     let bad = bad.count();
-    // SAFETY: unmapping our own mapping; nothing refers to it any more.
-    unsafe { libc::munmap(addr, LEN) };
+    drop(map);
     if mc != 0 {
         return Outcome::Fail(format!("mincore: {mc_err}"));
     }

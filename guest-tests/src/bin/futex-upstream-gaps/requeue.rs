@@ -34,7 +34,7 @@ fn requeue(n: usize) -> Check {
     let (woken, moved) = on_a.requeue(0, ALL as usize, &mut on_b);
     ensure_res(
         &format!("FUTEX_CMP_REQUEUE A -> B with {n} waiting (nr_wake 0, nr_requeue INT_MAX)"),
-        ops::futex(addr(a), op::CMP_REQUEUE | op::PRIVATE, 0, ALL, addr(b), 0),
+        sys::futex(addr(a), op::CMP_REQUEUE | op::PRIVATE, 0, ALL, addr(b), 0),
         Queue::requeue_result(&woken, &moved),
     )?;
     ws.woke("FUTEX_CMP_REQUEUE with nr_wake 0", &woken)?;
@@ -202,17 +202,17 @@ pub fn requeue_pi_signal_restart(_: &Ctx) -> Outcome {
         let me = hash::gettid() as u32;
         ensure_res(
             "FUTEX_LOCK_PI f2",
-            ops::futex(addr(f2), op::LOCK_PI | op::PRIVATE, 0, 0, 0, 0),
+            sys::futex(addr(f2), op::LOCK_PI | op::PRIVATE, 0, 0, 0, 0),
             Ok(0),
         )?;
         let mut ws = Waiters::new();
         let id = ws.add(SC_FUTEX, move || {
             let pi = op::PRIVATE;
-            let r = ops::futex(addr(f1), op::WAIT_REQUEUE_PI | pi, 0, 0, addr(f2), 0);
+            let r = sys::futex(addr(f1), op::WAIT_REQUEUE_PI | pi, 0, 0, addr(f2), 0);
             let owned = f2.load(Ordering::SeqCst);
             seen.store(owned, Ordering::SeqCst);
             if r == Ok(0) && owned & FUTEX_TID_MASK == hash::gettid() as u32 {
-                ops::futex(addr(f2), op::UNLOCK_PI | pi, 0, 0, 0, 0)?;
+                sys::futex(addr(f2), op::UNLOCK_PI | pi, 0, 0, 0, 0)?;
             }
             r
         })?;
@@ -228,7 +228,7 @@ pub fn requeue_pi_signal_restart(_: &Ctx) -> Outcome {
         ws.woke("three signals (each restarts the wait)", &[])?;
         ensure_res(
             "FUTEX_CMP_REQUEUE_PI f1 -> f2 (nr_wake 1, nr_requeue 1) with f2 held",
-            ops::futex(
+            sys::futex(
                 addr(f1),
                 op::CMP_REQUEUE_PI | op::PRIVATE,
                 1,
@@ -242,7 +242,7 @@ pub fn requeue_pi_signal_restart(_: &Ctx) -> Outcome {
         ensure_word("f2 after the requeue", f2, me | sys::WAITERS)?;
         ensure_res(
             "FUTEX_UNLOCK_PI f2",
-            ops::futex(addr(f2), op::UNLOCK_PI | op::PRIVATE, 0, 0, 0, 0),
+            sys::futex(addr(f2), op::UNLOCK_PI | op::PRIVATE, 0, 0, 0, 0),
             Ok(0),
         )?;
         ws.woke(

@@ -169,7 +169,7 @@ pub fn robust_owner_died(_: &Ctx) -> Outcome {
         let mut ws = Waiters::new();
         let w = addr(&lock.word);
         let id = ws.add(SC_FUTEX, move || {
-            ops::futex(w, op::WAIT, (otid | sys::WAITERS) as u64, 0, 0, 0)
+            sys::futex(w, op::WAIT, (otid | sys::WAITERS) as u64, 0, 0, 0)
         })?;
         gate.store(1, Ordering::SeqCst);
         ensure_res(

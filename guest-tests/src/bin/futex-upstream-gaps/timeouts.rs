@@ -50,7 +50,7 @@ pub fn wait_bitset_timeout_absolute(_: &Ctx) -> Outcome {
         for flag in [0, op::CLOCK_REALTIME] {
             let o = op::WAIT_BITSET | op::PRIVATE | flag;
             ensure_deadline(&op_name(o), futex_clock(o), AFTER, move |d| {
-                futex(p(w), o as i32, 0, ts(&d), std::ptr::null(), u32::MAX)
+                futex(p(w), o, 0, ts(&d), std::ptr::null(), u32::MAX)
             })?;
         }
         Ok(())
@@ -113,7 +113,7 @@ pub fn lock_pi_timeout(_: &Ctx) -> Outcome {
                 &format!("{} of a held lock", op_name(o)),
                 futex_clock(o),
                 AFTER,
-                move |d| futex(p(m), o as i32, 0, ts(&d), std::ptr::null(), 0),
+                move |d| futex(p(m), o, 0, ts(&d), std::ptr::null(), 0),
             )?;
         }
         ops::ensure_word("after the timed-out waiters", m, me | sys::WAITERS)?;
@@ -146,7 +146,7 @@ pub fn requeue_pi_timeout(_: &Ctx) -> Outcome {
                 &format!("{} with nobody requeueing", op_name(o)),
                 futex_clock(o),
                 AFTER,
-                move |d| futex(p(f1), o as i32, 0, ts(&d), p(f2), 0),
+                move |d| futex(p(f1), o, 0, ts(&d), p(f2), 0),
             )?;
         }
         let words = (f1.load(Ordering::SeqCst), f2.load(Ordering::SeqCst));
