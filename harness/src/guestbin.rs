@@ -143,27 +143,23 @@ pub fn check_static(path: &Path) -> Result<(), GuestBinError> {
 }
 
 fn elf_static(b: &[u8]) -> Result<(), String> {
-    if b.len() < 64 || &b[..4] != b"\x7fELF" {
-        return Err("not an ELF file".into());
-    }
-    if b[4] != 2 || b[5] != 1 || u16::from_le_bytes([b[18], b[19]]) != 62 {
+    use object::elf::{FileHeader64, EM_X86_64, PT_INTERP};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use object::{FileKind, LittleEndian as LE};
+    let header = match FileKind::parse(b) {
+        // A truncated header is no ELF file, as an unreadable one.
+        Ok(FileKind::Elf64) => FileHeader64::<LE>::parse(b).map_err(|_| "not an ELF file")?,
+        Ok(FileKind::Elf32) => return Err("not a little-endian 64-bit x86-64 ELF".into()),
+        _ => return Err("not an ELF file".into()),
+    };
+    if header.endian().is_err() || header.e_machine(LE) != EM_X86_64 {
         return Err("not a little-endian 64-bit x86-64 ELF".into());
     }
-    let rd64 = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
-    let rd16 = |o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
-    let (phoff, phentsize, phnum) = (
-        rd64(0x20) as usize,
-        rd16(0x36) as usize,
-        rd16(0x38) as usize,
-    );
-    for i in 0..phnum {
-        let o = phoff.saturating_add(i.saturating_mul(phentsize));
-        let Some(ty) = b.get(o..o + 4) else {
-            return Err("truncated program headers".into());
-        };
-        if u32::from_le_bytes(ty.try_into().unwrap_or([0; 4])) == 3 {
-            return Err("dynamically linked (has an ELF interpreter)".into());
-        }
+    let phdrs = header
+        .program_headers(LE, b)
+        .map_err(|_| "truncated program headers")?;
+    if phdrs.iter().any(|ph| ph.p_type(LE) == PT_INTERP) {
+        return Err("dynamically linked (has an ELF interpreter)".into());
     }
     Ok(())
 }
@@ -178,6 +174,56 @@ mod tests {
         assert!(e.contains("dynamically linked"), "{e}");
         let e = elf_static(b"#!/bin/sh\necho hi\n").unwrap_err();
         assert!(e.contains("not an ELF"));
+        // This test program, linked as the host links it: dynamic.
+        let me = std::env::current_exe().unwrap();
+        let e = check_static(&me).unwrap_err().to_string();
+        assert!(e.contains("dynamically linked"), "{e}");
+    }
+
+    #[test]
+    fn damaged_copies_of_a_static_binary_are_refused() {
+        use object::elf;
+        let (_, smoke) = embedded()
+            .files
+            .iter()
+            .find(|(n, _)| *n == "smoke")
+            .unwrap();
+        let with = |at: usize, bytes: &[u8]| {
+            let mut b = smoke.to_vec();
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+            elf_static(&b)
+        };
+        // The first program header's p_type becomes PT_INTERP.
+        let phoff = {
+            use object::read::elf::FileHeader;
+            let h = elf::FileHeader64::<object::LittleEndian>::parse(*smoke).unwrap();
+            h.e_phoff(object::LittleEndian) as usize
+        };
+        let other = Err("not a little-endian 64-bit x86-64 ELF".to_string());
+        for (what, got, want) in [
+            ("as it is", elf_static(smoke), Ok(())),
+            // e_ident[EI_CLASS], e_ident[EI_DATA], e_machine.
+            ("32-bit class", with(4, &[elf::ELFCLASS32]), other.clone()),
+            ("big-endian", with(5, &[elf::ELFDATA2MSB]), other.clone()),
+            ("aarch64", with(18, &elf::EM_AARCH64.to_le_bytes()), other),
+            (
+                "header cut",
+                elf_static(&smoke[..40]),
+                Err("not an ELF file".into()),
+            ),
+            (
+                "program headers cut",
+                elf_static(&smoke[..64]),
+                Err("truncated program headers".into()),
+            ),
+            (
+                "a PT_INTERP",
+                with(phoff, &elf::PT_INTERP.to_le_bytes()),
+                Err("dynamically linked (has an ELF interpreter)".into()),
+            ),
+        ] {
+            assert_eq!(got, want, "{what}");
+        }
     }
 
     #[test]

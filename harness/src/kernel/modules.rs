@@ -134,60 +134,28 @@ pub fn decompress(path: &str, data: &[u8]) -> Result<Vec<u8>, ModulesError> {
 /// The `key=value` strings of an ELF64 little-endian module's `.modinfo`
 /// section.
 pub fn modinfo(elf: &[u8]) -> Result<Vec<(String, String)>, String> {
-    let rd = |off: usize, n: usize| -> Result<u64, String> {
-        let b = elf
-            .get(off..off + n)
-            .ok_or_else(|| format!("truncated ELF at {off}"))?;
-        let mut v = 0u64;
-        for (i, x) in b.iter().enumerate() {
-            v |= (*x as u64) << (8 * i);
-        }
-        Ok(v)
-    };
-    if elf.get(..6) != Some(&[0x7f, b'E', b'L', b'F', 2, 1][..]) {
-        return Err("not a 64-bit little-endian ELF file".into());
-    }
-    let shoff = rd(0x28, 8)? as usize;
-    let shentsize = rd(0x3a, 2)? as usize;
-    let shnum = rd(0x3c, 2)? as usize;
-    let shstrndx = rd(0x3e, 2)? as usize;
-    if shentsize < 64 || shstrndx >= shnum {
-        return Err("bad section header table".into());
-    }
-    let section = |i: usize| -> Result<(u32, usize, usize), String> {
-        let h = shoff + i * shentsize;
-        Ok((
-            rd(h, 4)? as u32,
-            rd(h + 0x18, 8)? as usize,
-            rd(h + 0x20, 8)? as usize,
-        ))
-    };
-    let (_, stroff, strsize) = section(shstrndx)?;
-    let strtab = elf
-        .get(stroff..stroff.saturating_add(strsize))
-        .ok_or("section names out of range")?;
-    for i in 0..shnum {
-        let (name_off, off, size) = section(i)?;
-        let name = strtab
-            .get(name_off as usize..)
-            .and_then(|s| s.split(|&b| b == 0).next())
-            .unwrap_or_default();
-        if name != b".modinfo" {
-            continue;
-        }
-        let data = elf
-            .get(off..off.saturating_add(size))
-            .ok_or(".modinfo out of range")?;
-        return Ok(data
-            .split(|&b| b == 0)
-            .filter_map(|kv| {
-                let s = String::from_utf8_lossy(kv);
-                let (k, v) = s.split_once('=')?;
-                Some((k.to_string(), v.to_string()))
-            })
-            .collect());
-    }
-    Err("no .modinfo section".into())
+    use object::elf::FileHeader64;
+    use object::read::elf::{FileHeader, SectionHeader};
+    use object::LittleEndian as LE;
+    let header = FileHeader64::<LE>::parse(elf)
+        .ok()
+        .filter(|h| h.endian().is_ok())
+        .ok_or("not a 64-bit little-endian ELF file")?;
+    let sections = header
+        .sections(LE, elf)
+        .map_err(|e| format!("bad section header table: {e}"))?;
+    let (_, section) = sections
+        .section_by_name(LE, b".modinfo")
+        .ok_or("no .modinfo section")?;
+    let data = section.data(LE, elf).map_err(|_| ".modinfo out of range")?;
+    Ok(data
+        .split(|&b| b == 0)
+        .filter_map(|kv| {
+            let s = String::from_utf8_lossy(kv);
+            let (k, v) = s.split_once('=')?;
+            Some((k.to_string(), v.to_string()))
+        })
+        .collect())
 }
 
 /// The `depends=` of a module's modinfo (names, `-` normalised to `_`).
@@ -553,35 +521,27 @@ pub fn describe(m: &KernelModules) -> String {
 mod tests {
     use super::*;
 
-    /// A minimal ELF64 LE with a `.modinfo` section holding `info`.
+    /// A relocatable object from the host's C compiler (which the guest
+    /// build links with) whose `.modinfo` holds `info` (`;`-separated) as
+    /// the kernel's `MODULE_INFO` lays it out: one unaligned string each.
     fn elf(info: &str) -> Vec<u8> {
-        let shstr = b"\0.modinfo\0.shstrtab\0";
-        let modinfo: Vec<u8> = info.replace(';', "\0").into_bytes();
-        let mut f = vec![0u8; 64];
-        f[..6].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1]);
-        let modinfo_off = f.len();
-        f.extend_from_slice(&modinfo);
-        let shstr_off = f.len();
-        f.extend_from_slice(shstr);
-        while f.len() & 7 != 0 {
-            f.push(0);
-        }
-        let shoff = f.len();
-        let mut sh = |name: u32, off: usize, size: usize| {
-            let mut h = vec![0u8; 64];
-            h[..4].copy_from_slice(&name.to_le_bytes());
-            h[0x18..0x20].copy_from_slice(&(off as u64).to_le_bytes());
-            h[0x20..0x28].copy_from_slice(&(size as u64).to_le_bytes());
-            f.extend_from_slice(&h);
-        };
-        sh(0, 0, 0);
-        sh(1, modinfo_off, modinfo.len());
-        sh(10, shstr_off, shstr.len());
-        f[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
-        f[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
-        f[0x3c..0x3e].copy_from_slice(&3u16.to_le_bytes());
-        f[0x3e..0x40].copy_from_slice(&2u16.to_le_bytes());
-        f
+        let dir = tempfile::tempdir().unwrap();
+        let src: String = info
+            .split(';')
+            .filter(|kv| !kv.is_empty())
+            .enumerate()
+            .map(|(i, kv)| {
+                format!("static const char m{i}[] __attribute__((section(\".modinfo\"), used, aligned(1))) = {kv:?};\n")
+            })
+            .collect();
+        std::fs::write(dir.path().join("m.c"), src).unwrap();
+        let st = std::process::Command::new("cc")
+            .args(["-c", "-fno-toplevel-reorder", "-o", "m.o", "m.c"])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "cc -c failed");
+        std::fs::read(dir.path().join("m.o")).unwrap()
     }
 
     fn xz(data: &[u8]) -> Vec<u8> {
@@ -611,6 +571,13 @@ mod tests {
         assert_eq!(depends(&info), ["fuse", "virtio_ring"]);
         assert!(info.contains(&("name".into(), "virtiofs".into())));
         assert!(modinfo(b"not elf").is_err());
+        // A real ELF without the section: this test program.
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        assert_eq!(modinfo(&me).unwrap_err(), "no .modinfo section");
+        // Cut inside its section headers.
+        let cut = &e[..e.len() - 8];
+        let why = modinfo(cut).unwrap_err();
+        assert!(why.starts_with("bad section header table"), "{why}");
         assert_eq!(
             depends(&modinfo(&elf("depends=;")).unwrap()),
             Vec::<String>::new()

@@ -1,6 +1,8 @@
 //! Finds where a validated item sits in the YAML text, so that validation
 //! errors (which serde cannot place) still point at a line and column.
 //! Block-style YAML as `matrix.yaml` is written; `None` when not found.
+//! Not a YAML parser's spans: those place a list entry at its content,
+//! not at its `- ` (ARCHITECTURE.md, "Not a dependency").
 
 /// 1-based line and column.
 pub type Pos = (usize, usize);
