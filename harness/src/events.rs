@@ -49,10 +49,13 @@ pub struct CellFacts {
 /// Where a kernel's source came from and how its image was built, in the
 /// terms of KernelCI's KCIDB (a checkout, a build); the JSON results file
 /// carries it as is (`kernel_facts`, docs/results.md).
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(default)]
 pub struct KernelFacts {
     /// `debian`, `source`, `tree` or `path`.
+    #[schemars(extend("enum" = ["debian", "source", "tree", "path"]))]
     pub kind: String,
     /// Upstream version, when known.
     pub version: Option<String>,
@@ -82,8 +85,10 @@ pub struct KernelFacts {
     /// The compiler's version line, where the cache recorded it.
     pub compiler: Option<String>,
     /// Seconds the source build took (when the cache built it).
+    #[schemars(range(min = 0))]
     pub build_seconds: Option<f64>,
     /// When that build started, seconds since the epoch.
+    #[schemars(range(min = 0))]
     pub build_started: Option<f64>,
     /// The build log, relative to the cache's `kbuild/images/`
     /// (`<definition>/<key>/build.log`).
@@ -91,7 +96,9 @@ pub struct KernelFacts {
 }
 
 /// One patch of a kernel definition.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct PatchFacts {
     /// Name relative to `kernels/patches/`.
     pub name: String,

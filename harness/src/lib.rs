@@ -39,6 +39,7 @@ pub mod qemu;
 pub mod repeat;
 pub mod reporter;
 pub mod result;
+pub mod results;
 pub mod runner;
 pub mod sched_class;
 pub mod schedule;

@@ -2,7 +2,9 @@
 //! `docs/results.schema.json`: what the reporter writes from fixtures that
 //! go through the real verdict (`kcidb_common`) is valid, from the first
 //! write (every cell not-run) to the last, with every cell status and a
-//! repeated cell, and documents the writer never writes are refused.
+//! repeated cell, and documents the writer never writes are refused. The
+//! schema is generated from `harness/src/results.rs`; the file must be
+//! what it generates.
 //! Quick tier, no VM; the real matrix's file is checked in `matrix_vm.rs`.
 
 mod common;
@@ -255,11 +257,21 @@ fn the_schema_refuses_what_the_writer_never_writes() {
 }
 
 #[test]
-fn the_schema_names_exactly_the_retried_signatures() {
+fn the_schema_file_is_the_one_the_model_generates() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results.schema.json");
-    let schema: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let on_disk = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        on_disk == harness::results::schema_text(),
+        "{} is not what harness/src/results.rs generates; run `cargo xtask results-schema`",
+        path.display()
+    );
+}
+
+#[test]
+fn the_schema_names_exactly_the_retried_signatures() {
+    let schema = harness::results::schema().to_value();
     let listed = words(
-        schema["$defs"]["boot_retry"]["properties"]["signature"]["enum"]
+        schema["$defs"]["BootRetry"]["properties"]["signature"]["enum"]
             .as_array()
             .unwrap()
             .iter(),

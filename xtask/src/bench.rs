@@ -474,6 +474,13 @@ pub fn peers(sh: &Shell, root: &Path, args: &[String]) -> Result<()> {
     measure(&o, &contenders, "peers")
 }
 
+/// The JSON results file (`--json FILE`) of a harness run, as the harness's
+/// own model reads it.
+pub fn read_results(path: &Path) -> Result<harness::results::Results> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&bytes).with_context(|| format!("parsing {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,9 @@
 //! cell at a time), `-j vcpus` (the old rule: declared vCPUs within the
 //! cores) and `-j auto` (measured CPU and learned demand). Every run reads
 //! and updates one costs file, so all share the same longest-first order.
-//! Per run: wall time, cores busy, failed cells; per invocation: flaky
-//! cells (passed in one run, not in another).
+//! Per run: wall time, and from its JSON results file
+//! (`matrix-logs/j<J>-<run>.json`) cores busy and failed cells; per
+//! invocation: flaky cells (passed in one run, not in another).
 //!
 //! Each entry of `--jobs` is `-j`'s value, optionally with `:multi` or
 //! `:single` for `--tcg-thread` (without: the harness's `auto`, which is
@@ -24,7 +25,7 @@ use std::process::Command;
 use std::time::Duration;
 use xshell::{cmd, Shell};
 
-use crate::bench::{median, timed};
+use crate::bench::{median, read_results, timed};
 
 struct Opts {
     runs: usize,
@@ -77,41 +78,33 @@ fn job_words(entry: &str) -> (&str, &str) {
     entry.split_once(':').unwrap_or((entry, "auto"))
 }
 
-/// `QEMU CPU 999.4 s = 0.93 cores busy` from the matrix summary line.
-fn cores_busy(text: &str) -> Option<f64> {
-    let line = text.lines().rev().find(|l| l.contains("cores busy"))?;
-    let before = line.split(" cores busy").next()?;
-    before.rsplit(' ').next()?.parse().ok()
+/// What one matrix run measured, from its results file: cores busy
+/// while cells ran (QEMU CPU over cells' wall time), cells passed, cells in
+/// all, and each cell's name and whether it passed.
+struct Measured {
+    busy: f64,
+    passed: usize,
+    total: usize,
+    cells: Vec<(String, bool)>,
 }
 
-/// `cells: 27 passed, 0 failed, 0 not run` -> (passed, total).
-fn cells_passed(text: &str) -> Option<(usize, usize)> {
-    let line = text.lines().rev().find(|l| l.starts_with("cells: "))?;
-    let nums: Vec<usize> = line
-        .trim_start_matches("cells: ")
-        .split(';')
-        .next()?
-        .split(',')
-        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+fn measured(r: &harness::results::Results) -> Measured {
+    let busy = r
+        .run
+        .stats
+        .as_ref()
+        .map_or(0.0, |s| s.cells_cpu_s / s.cells_wall_s.max(1e-9));
+    let cells: Vec<(String, bool)> = r
+        .cells
+        .iter()
+        .map(|c| (c.name.clone(), c.status == "passed"))
         .collect();
-    (nums.len() == 3).then(|| (nums[0], nums.iter().sum()))
-}
-
-/// Each cell's name and whether it passed, from the terminal's cell
-/// lines: `WORD[ (why)] CELL (N passed, N failed, N skipped) S s`.
-fn cell_statuses(text: &str) -> Vec<(String, bool)> {
-    text.lines()
-        .filter_map(|l| {
-            let at = l.match_indices(" (").map(|(i, _)| i).find(|&i| {
-                let rest = &l[i + 2..];
-                let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-                digits > 0 && rest[digits..].starts_with(" passed, ")
-            })?;
-            let name = l[..at].rsplit(' ').next()?;
-            let ok = l.starts_with("PASS ");
-            (name.matches('/').count() == 2).then(|| (name.to_string(), ok))
-        })
-        .collect()
+    Measured {
+        busy,
+        passed: cells.iter().filter(|c| c.1).count(),
+        total: cells.len(),
+        cells,
+    }
 }
 
 /// Cells that passed in some runs and not in others.
@@ -159,16 +152,27 @@ pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
             let j = &o.jobs[i];
             let (jobs, thread) = job_words(j);
             let mut c = Command::new(&harness);
+            let tag = format!("j{}-{r}", j.replace(':', "-"));
+            let results = logs.join(format!("{tag}.json"));
             c.args(["matrix", "-j", jobs, "--tcg-thread", thread, "--out"])
                 .arg(o.out.join(format!("matrix-j{}", j.replace(':', "-"))))
                 .arg("--costs")
                 .arg(&costs)
+                .arg("--json")
+                .arg(&results)
                 .args(&o.select);
-            let log = logs.join(format!("j{}-{r}.log", j.replace(':', "-")));
-            let (secs, code, text) = timed(c, Duration::from_secs(4 * 3600), &log)?;
-            let busy = cores_busy(&text).unwrap_or(0.0);
-            let (passed, total) = cells_passed(&text).unwrap_or((0, 0));
-            statuses.push(cell_statuses(&text));
+            let log = logs.join(format!("{tag}.log"));
+            let (secs, code, _) = timed(c, Duration::from_secs(4 * 3600), &log)?;
+            // A run that left no results file counts as nothing passed.
+            let m = match read_results(&results) {
+                Ok(doc) => measured(&doc),
+                Err(e) => {
+                    eprintln!("xtask: {e:#}");
+                    measured(&Default::default())
+                }
+            };
+            let (busy, passed, total) = (m.busy, m.passed, m.total);
+            statuses.push(m.cells);
             eprintln!(
                 "xtask: run {}/{} -j {j}: {secs:.1} s, {busy:.2} cores busy, {passed}/{total} cells passed (exit {code}; log {})",
                 r + 1,
@@ -252,31 +256,55 @@ pub fn run(sh: &Shell, args: &[String]) -> Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn reads_the_matrix_summary() {
-        let t = "PASS a\ncells: 25 passed, 1 failed, 1 not run; 85.1 s wall (7.6 s preparing, 77.5 s running cells); QEMU CPU 90.2 s = 1.16 cores busy while cells ran\nJUnit: x\n";
-        assert_eq!(cores_busy(t), Some(1.16));
-        assert_eq!(cells_passed(t), Some((25, 27)));
-        assert_eq!(cores_busy("nothing"), None);
-        assert_eq!(cells_passed("cells: lots"), None);
+    fn results(cells: &[(&str, &str)], cpu_wall: Option<(f64, f64)>) -> harness::results::Results {
+        let cells = cells
+            .iter()
+            .map(|&(name, status)| harness::results::Cell {
+                name: name.into(),
+                status: status.into(),
+                ..Default::default()
+            })
+            .collect();
+        let stats = cpu_wall.map(|(cpu, wall)| harness::results::Stats {
+            cells_cpu_s: cpu,
+            cells_wall_s: wall,
+            ..Default::default()
+        });
+        harness::results::Results {
+            run: harness::results::Run {
+                stats,
+                ..Default::default()
+            },
+            cells,
+            ..Default::default()
+        }
     }
 
     #[test]
-    fn cell_lines_and_flaky_cells() {
-        let a = "PASS k/1n2c/smoke (1 passed, 0 failed, 0 skipped) 2.0 s\nFAIL k/2n2c/futex (0 passed, 1 failed, 0 skipped) 3.0 s\nFAIL futex-prctl/set-16: x (1 passed, 2 failed)\nPASS futex-prctl/x\n";
-        let b = "PASS k/1n2c/smoke (1 passed, 0 failed, 0 skipped) 2.0 s\nPASS k/2n2c/futex (2 passed, 0 failed, 0 skipped) 3.0 s\nERROR (kernel a (b) c) k/4n1c/smoke (0 passed, 0 failed, 0 skipped) 0.0 s\n";
-        assert_eq!(
-            cell_statuses(a),
-            vec![
-                ("k/1n2c/smoke".into(), true),
-                ("k/2n2c/futex".into(), false)
-            ]
+    fn reads_the_results_file_and_finds_flaky_cells() {
+        let a = results(
+            &[("k/1n2c/smoke", "passed"), ("k/2n2c/futex", "failed")],
+            Some((90.2, 77.5)),
         );
-        assert_eq!(cell_statuses(b)[2], ("k/4n1c/smoke".into(), false));
+        let b = results(
+            &[
+                ("k/1n2c/smoke", "passed"),
+                ("k/2n2c/futex", "passed"),
+                ("k/4n1c/smoke", "error"),
+            ],
+            None,
+        );
+        let (ma, mb) = (measured(&a), measured(&b));
+        assert_eq!((ma.passed, ma.total), (1, 2));
+        assert!((ma.busy - 90.2 / 77.5).abs() < 1e-9);
+        assert_eq!((mb.passed, mb.total, mb.busy), (2, 3, 0.0));
+        assert_eq!(mb.cells[2], ("k/4n1c/smoke".into(), false));
         assert_eq!(
-            flaky(&[cell_statuses(a), cell_statuses(b)]),
+            flaky(&[ma.cells, mb.cells]),
             vec!["k/2n2c/futex".to_string()]
         );
+        let none = measured(&Default::default());
+        assert_eq!((none.passed, none.total, none.busy), (0, 0, 0.0));
     }
 
     #[test]

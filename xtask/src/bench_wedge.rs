@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::Duration;
 use xshell::{cmd, Shell};
 
-use crate::bench::{median, timed};
+use crate::bench::{median, read_results, timed};
 
 /// The bound: the others' times within this factor of the matrix without
 /// the livelocked cell.
@@ -92,19 +92,12 @@ fn matrix_yaml(kernel: &str, livelock: bool) -> String {
 
 /// `(cell name, duration_s, vm end)` of each cell in a results JSON.
 fn cell_times(json: &Path) -> Result<Vec<(String, f64, String)>> {
-    let v: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(json).with_context(|| format!("reading {}", json.display()))?,
-    )
-    .with_context(|| format!("parsing {}", json.display()))?;
-    let cells = v["cells"].as_array().context("no cells in the results")?;
-    Ok(cells
-        .iter()
+    Ok(read_results(json)?
+        .cells
+        .into_iter()
         .map(|c| {
-            (
-                c["name"].as_str().unwrap_or_default().to_string(),
-                c["duration_s"].as_f64().unwrap_or(f64::NAN),
-                c["vm"]["end"].as_str().unwrap_or_default().to_string(),
-            )
+            let end = c.vm.map(|v| v.end).unwrap_or_default();
+            (c.name, c.duration_s, end)
         })
         .collect())
 }

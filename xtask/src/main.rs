@@ -14,6 +14,8 @@
 //!   console scanner on stable Rust (corpus in `harness/tests/fuzz-corpus`).
 //! - `soak --minutes M [--matrix FILE]`: a matrix again and again; counts
 //!   flaky cases.
+//! - `results-schema`: writes `docs/results.schema.json` from the results
+//!   model (`harness::results`).
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
@@ -25,6 +27,7 @@ mod bench_wedge;
 mod ci;
 mod fuzz;
 mod matrix;
+mod results_schema;
 mod soak;
 
 fn main() -> Result<()> {
@@ -45,10 +48,11 @@ fn main() -> Result<()> {
         Some("bench-matrix") => bench_matrix::run(&sh, &args[1..]),
         Some("bench-repeat") => bench_repeat::run(&sh, &args[1..]),
         Some("bench-wedge") => bench_wedge::run(&sh, &args[1..]),
+        Some("results-schema") => results_schema::run(&project_root()),
         Some(other) => bail!(
-            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix, bench-repeat"
+            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix, bench-repeat, bench-wedge, results-schema"
         ),
-        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat|bench-wedge>"),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat|bench-wedge|results-schema>"),
     }
 }
 

@@ -1,30 +1,25 @@
 //! The JSON results file (`--json FILE` on `run` and `matrix`): one
 //! versioned document with the run's metadata, every cell and every case,
 //! rewritten atomically after each cell so a killed run leaves what it
-//! had. The layout is `docs/results.md`, exactly `docs/results.schema.json`
-//! (a new field goes there too); bump [`SCHEMA_VERSION`] on any
-//! incompatible change.
+//! had. The document is [`crate::results::Results`] (its prose is
+//! `docs/results.md`, its schema generated from it); this reporter builds
+//! it from the run's events.
 
 use super::{write_atomic, ReportError, Reporter};
-use crate::events::{CellOutcome, Event, HostFacts, RunStats};
+use crate::events::{CellOutcome, CellStatus, Event, HostFacts, RunStats};
 use crate::profile::{CellProfile, CellTimes, Phase};
+use crate::results::{self as model, Results, MAX_MESSAGE};
 use crate::verdict::CaseStatus;
 use guest_tests::bench::{BenchLine, BENCH_TAG};
-use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// The version of the document's layout.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// Longest message kept per case (guest output is untrusted and unbounded).
-const MAX_MESSAGE: usize = 4096;
+pub use crate::results::SCHEMA_VERSION;
 
 /// Writes the results file as cells finish.
 pub struct Json {
     path: PathBuf,
-    run: Value,
-    cells: Vec<Value>,
+    doc: Results,
     /// The cells that ran, for the run's phases.
     ran: Vec<CellTimes>,
     /// Known-failure entries that excused nothing (`run.stale_known_failures`,
@@ -37,40 +32,29 @@ impl Json {
     pub fn new(path: &Path) -> Json {
         Json {
             path: path.to_path_buf(),
-            run: json!({}),
-            cells: Vec::new(),
+            doc: Results {
+                schema_version: SCHEMA_VERSION,
+                ..Results::default()
+            },
             ran: Vec::new(),
             staleness: Default::default(),
         }
     }
 
     fn write(&mut self) -> Result<(), ReportError> {
-        let entry = |k: &crate::result::KnownFailure| {
-            let mut v = json!({
-                "entry": k.at,
-                "suite": k.suite,
-                "case": k.case,
-                "message": k.message,
-                "kernels": k.kernels,
-                "reason": k.reason,
-            });
-            if let (Some(i), Some(o)) = (&k.intermittent, v.as_object_mut()) {
-                o.insert("intermittent".into(), i.clone().into());
-            }
-            v
+        let entry = |k: &crate::result::KnownFailure| model::KnownFailureEntry {
+            entry: k.at.clone(),
+            suite: k.suite.clone(),
+            case: k.case.clone(),
+            message: k.message.clone(),
+            kernels: k.kernels.clone(),
+            reason: k.reason.clone(),
+            intermittent: k.intermittent.clone(),
         };
-        let stale: Vec<Value> = self.staleness.stale().into_iter().map(entry).collect();
-        let unseen: Vec<Value> = self.staleness.unseen().into_iter().map(entry).collect();
-        if let Some(run) = self.run.as_object_mut() {
-            run.insert("stale_known_failures".into(), stale.into());
-            run.insert("unseen_known_failures".into(), unseen.into());
-        }
-        let doc = json!({
-            "schema_version": SCHEMA_VERSION,
-            "run": self.run,
-            "cells": self.cells,
-        });
-        let mut text = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        self.doc.run.stale_known_failures = self.staleness.stale().into_iter().map(entry).collect();
+        self.doc.run.unseen_known_failures =
+            self.staleness.unseen().into_iter().map(entry).collect();
+        let mut text = serde_json::to_string_pretty(&self.doc).unwrap_or_default();
         text.push('\n');
         write_atomic(&self.path, text.as_bytes())
     }
@@ -90,137 +74,171 @@ fn bounded(s: &str, max: usize) -> String {
     s[..end].to_string()
 }
 
-/// The document's `run`, before its `stats`.
-pub fn run_meta(host: &HostFacts, at: SystemTime) -> Value {
-    json!({
-        "harness_version": host.harness_version,
-        "qemu_version": host.qemu_version,
-        "host_cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        "started": seconds(at),
-    })
+/// The document's `run`, before its `stats` and known-failure lists.
+pub fn run_meta(host: &HostFacts, at: SystemTime) -> model::Run {
+    model::Run {
+        harness_version: host.harness_version.clone(),
+        qemu_version: host.qemu_version.clone(),
+        host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        started: seconds(at),
+        ..model::Run::default()
+    }
+}
+
+/// One case as the document carries it.
+fn case(c: &crate::verdict::Case, repeat: Option<&crate::repeat::RepeatSummary>) -> model::Case {
+    let message = match &c.status {
+        CaseStatus::Pass => None,
+        CaseStatus::Skip(r) => Some(r.as_str()),
+        CaseStatus::Fail { message, .. } | CaseStatus::Xfail { message, .. } => {
+            Some(message.as_str())
+        }
+    };
+    let known_failure = match &c.status {
+        CaseStatus::Xfail { reason, entry, .. } => Some(model::KnownFailureRef {
+            entry: bounded(entry, MAX_MESSAGE),
+            reason: bounded(reason, MAX_MESSAGE),
+        }),
+        _ => None,
+    };
+    model::Case {
+        name: bounded(&c.name, MAX_MESSAGE),
+        status: c.status.word().to_string(),
+        message: message.map(|m| bounded(m, MAX_MESSAGE)),
+        known_failure,
+        repeat: repeat
+            .and_then(|r| r.case(&c.name))
+            .map(|r| model::CaseRepeat {
+                runs: r.runs,
+                failures: r.failures,
+                first_failure: r.first_failure,
+            }),
+    }
+}
+
+/// What a cell's VM did.
+fn vm(r: &crate::result::CellResult) -> model::Vm {
+    let mut kinds: Vec<String> = r
+        .console
+        .reports
+        .iter()
+        .map(|k| k.kind.name().to_string())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    model::Vm {
+        accel: r.accel.clone(),
+        qemu_version: r.qemu_version.clone(),
+        end: crate::verdict::describe(&r.end),
+        started: seconds(r.started),
+        console_reports: kinds,
+        console_log: r.console_log.as_ref().map(|p| p.display().to_string()),
+        notes: r.notes.iter().map(|n| bounded(n, MAX_MESSAGE)).collect(),
+        boot_retries: r
+            .boot_retries
+            .iter()
+            .map(|b| model::BootRetry {
+                signature: b.signature.clone(),
+                attempt: b.attempt,
+                line: bounded(&b.line, MAX_MESSAGE),
+            })
+            .collect(),
+        kernel_reports: r
+            .console
+            .reports
+            .iter()
+            .map(|k| model::KernelReport {
+                kind: k.kind.name().to_string(),
+                test: k.test.clone(),
+                line: k.line,
+                title: bounded(&k.title, MAX_MESSAGE),
+                excerpt: bounded(&k.excerpt, MAX_MESSAGE),
+            })
+            .collect(),
+        profile: profile(&r.profile),
+    }
 }
 
 /// One cell as the document carries it.
-pub fn cell_value(o: &CellOutcome) -> Value {
-    let cases: Vec<Value> = o
-        .cases
-        .iter()
-        .map(|c| {
-            let message = match &c.status {
-                CaseStatus::Pass => None,
-                CaseStatus::Skip(r) => Some(r.as_str()),
-                CaseStatus::Fail { message, .. } | CaseStatus::Xfail { message, .. } => {
-                    Some(message.as_str())
-                }
-            };
-            let mut v = json!({
-                "name": bounded(&c.name, MAX_MESSAGE),
-                "status": c.status.word(),
-                "message": message.map(|m| bounded(m, MAX_MESSAGE)),
-            });
-            if let CaseStatus::Xfail { reason, entry, .. } = &c.status {
-                v["known_failure"] = json!({
-                    "entry": bounded(entry, MAX_MESSAGE),
-                    "reason": bounded(reason, MAX_MESSAGE),
-                });
-            }
-            if let Some(r) = o.repeat.as_ref().and_then(|r| r.case(&c.name)) {
-                v["repeat"] = json!({
-                    "runs": r.runs,
-                    "failures": r.failures,
-                    "first_failure": r.first_failure,
-                });
-            }
-            v
-        })
-        .collect();
+pub fn cell(o: &CellOutcome) -> model::Cell {
     let error = match &o.status {
-        crate::events::CellStatus::Error(e) | crate::events::CellStatus::NotRun(e) => {
-            Some(bounded(e, MAX_MESSAGE))
-        }
+        CellStatus::Error(e) | CellStatus::NotRun(e) => Some(bounded(e, MAX_MESSAGE)),
         _ => None,
     };
-    let vm = o.result.as_ref().map(|r| {
-        let mut kinds: Vec<&str> = r.console.reports.iter().map(|k| k.kind.name()).collect();
-        kinds.sort_unstable();
-        kinds.dedup();
-        json!({
-            "accel": r.accel,
-            "qemu_version": r.qemu_version,
-            "end": crate::verdict::describe(&r.end),
-            "started": seconds(r.started),
-            "console_reports": kinds,
-            "console_log": r.console_log.as_ref().map(|p| p.display().to_string()),
-            "notes": r.notes.iter().map(|n| bounded(n, MAX_MESSAGE)).collect::<Vec<_>>(),
-            "boot_retries": r.boot_retries.iter().map(|b| json!({
-                "signature": b.signature,
-                "attempt": b.attempt,
-                "line": bounded(&b.line, MAX_MESSAGE),
-            })).collect::<Vec<_>>(),
-            "kernel_reports": r.console.reports.iter().map(|k| json!({
-                "kind": k.kind.name(),
-                "test": k.test,
-                "line": k.line,
-                "title": bounded(&k.title, MAX_MESSAGE),
-                "excerpt": bounded(&k.excerpt, MAX_MESSAGE),
-            })).collect::<Vec<_>>(),
-            "profile": profile_value(&r.profile),
-        })
-    });
     let facts = o.meta.facts.as_deref();
-    json!({
-        "name": o.meta.name,
-        "kernel": o.meta.kernel,
-        "kernel_name": o.meta.kernel_name,
-        "topology": o.meta.topology,
-        "suite": o.meta.suite,
-        "expect": o.meta.expect,
-        "status": o.status.word(),
-        "error": error,
-        "duration_s": o.duration.as_secs_f64(),
-        "counts": {"pass": o.counts.pass, "fail": o.counts.fail, "xfail": o.counts.xfail, "skip": o.counts.skip},
-        "vm": vm,
-        "cases": cases,
-        "out_dir": o.meta.out_dir.display().to_string(),
-        "kernel_facts": facts.and_then(|f| f.kernel.as_ref()).map(|k| serde_json::to_value(k).unwrap_or_default()),
-        "topology_layout": facts.map(|f| layout_value(&f.topology)),
-        "bench": o.result.as_ref().map(|r| bench_rows(&r.ktap)).unwrap_or_default(),
-        "repeat": o.repeat.as_ref().map(|r| json!({
-            "times": r.repeat.times,
-            "until_fail": r.repeat.until_fail,
-            "fresh_boot": r.repeat.fresh_boot,
-            "iterations": r.iterations,
-            "first_failure": r.first_failure,
-            "failing_iteration_logs": r.kept.as_ref().map(|p| p.display().to_string()),
-        })),
-    })
+    model::Cell {
+        name: o.meta.name.clone(),
+        kernel: o.meta.kernel.clone(),
+        kernel_name: o.meta.kernel_name.clone(),
+        topology: o.meta.topology.clone(),
+        suite: o.meta.suite.clone(),
+        expect: o.meta.expect.clone(),
+        status: o.status.word().to_string(),
+        error,
+        duration_s: o.duration.as_secs_f64(),
+        counts: model::Counts {
+            pass: o.counts.pass,
+            fail: o.counts.fail,
+            xfail: o.counts.xfail,
+            skip: o.counts.skip,
+        },
+        vm: o.result.as_deref().map(vm),
+        cases: o
+            .cases
+            .iter()
+            .map(|c| case(c, o.repeat.as_deref()))
+            .collect(),
+        out_dir: o.meta.out_dir.display().to_string(),
+        kernel_facts: facts.and_then(|f| f.kernel.clone()),
+        topology_layout: facts.map(|f| layout(&f.topology)),
+        bench: o
+            .result
+            .as_ref()
+            .map(|r| bench_rows(&r.ktap))
+            .unwrap_or_default(),
+        repeat: o.repeat.as_ref().map(|r| model::CellRepeat {
+            times: r.repeat.times,
+            until_fail: r.repeat.until_fail,
+            fresh_boot: r.repeat.fresh_boot,
+            iterations: r.iterations,
+            first_failure: r.first_failure,
+            failing_iteration_logs: r.kept.as_ref().map(|p| p.display().to_string()),
+        }),
+    }
 }
 
 /// The nodes and distances of a topology.
-fn layout_value(t: &crate::topology::Topology) -> Value {
-    json!({
-        "nodes": t.nodes().iter().map(|n| json!({"cpus": n.cpus, "mem_mib": n.mem_mib})).collect::<Vec<_>>(),
-        "distances": t.distances(),
-    })
+fn layout(t: &crate::topology::Topology) -> model::Layout {
+    model::Layout {
+        nodes: t
+            .nodes()
+            .iter()
+            .map(|n| model::Node {
+                cpus: n.cpus.into(),
+                mem_mib: n.mem_mib,
+            })
+            .collect(),
+        distances: t.distances().map(<[Vec<u8>]>::to_vec),
+    }
 }
 
 /// The `# BENCH` summaries of a cell's KTAP document, each with the
 /// top-level test that printed it.
-fn bench_rows(doc: &crate::ktap::Document) -> Vec<Value> {
-    fn walk(node: &crate::ktap::TestNode, test: &str, out: &mut Vec<Value>) {
+fn bench_rows(doc: &crate::ktap::Document) -> Vec<model::Bench> {
+    fn walk(node: &crate::ktap::TestNode, test: &str, out: &mut Vec<model::Bench>) {
         for d in node.diagnostics.iter().filter(|d| d.starts_with(BENCH_TAG)) {
             if let Some(BenchLine::Summary(s)) = BenchLine::parse(&format!("# {d}")) {
-                out.push(json!({
-                    "test": test,
-                    "config": s.config,
-                    "spec": s.spec,
-                    "ops_per_s": s.total.mean,
-                    "sd": s.total.sd,
-                    "n": s.total.n,
-                    "min": s.total.min,
-                    "max": s.total.max,
-                    "threads": s.threads,
-                }));
+                out.push(model::Bench {
+                    test: test.to_string(),
+                    config: s.config,
+                    spec: s.spec,
+                    ops_per_s: s.total.mean,
+                    sd: s.total.sd,
+                    n: s.total.n,
+                    min: s.total.min,
+                    max: s.total.max,
+                    threads: s.threads,
+                });
             }
         }
         for sub in &node.subtests {
@@ -235,52 +253,57 @@ fn bench_rows(doc: &crate::ktap::Document) -> Vec<Value> {
 }
 
 /// A cell's phases (every one but the run's prepare) and test binaries.
-fn profile_value(p: &CellProfile) -> Value {
-    let phases: serde_json::Map<String, Value> = Phase::ALL[1..]
-        .iter()
-        .map(|&ph| (ph.word().to_string(), json!(p.phase(ph).as_secs_f64())))
-        .collect();
-    json!({
-        "phases": phases,
-        "tests": p.tests.iter().map(|t| json!({
-            "number": t.number,
-            "name": bounded(&t.name, MAX_MESSAGE),
-            "s": t.duration.as_secs_f64(),
-        })).collect::<Vec<_>>(),
-    })
+fn profile(p: &CellProfile) -> model::Profile {
+    model::Profile {
+        phases: Phase::ALL[1..]
+            .iter()
+            .map(|&ph| (ph.word().to_string(), p.phase(ph).as_secs_f64()))
+            .collect(),
+        tests: p
+            .tests
+            .iter()
+            .map(|t| model::ProfileTest {
+                number: t.number,
+                name: bounded(&t.name, MAX_MESSAGE),
+                s: t.duration.as_secs_f64(),
+            })
+            .collect(),
+    }
 }
 
-fn stats_value(stats: &RunStats, interrupted: bool, cells: &[CellTimes]) -> Value {
+fn stats(stats: &RunStats, interrupted: bool, cells: &[CellTimes]) -> model::Stats {
     let totals = crate::profile::totals(stats.prepare, cells);
-    let phases: serde_json::Map<String, Value> = totals
-        .phases
-        .iter()
-        .map(|&(ph, d)| {
-            let v = json!({"s": d.as_secs_f64(), "share": totals.share(d)});
-            (ph.word().to_string(), v)
-        })
-        .collect();
-    json!({
-        "prepare_s": stats.prepare.as_secs_f64(),
-        "cells_wall_s": stats.cells_wall.as_secs_f64(),
-        "cells_cpu_s": stats.cells_cpu,
-        "interrupted": interrupted,
-        "work_s": totals.work.as_secs_f64(),
-        "phases": phases,
-    })
+    model::Stats {
+        prepare_s: stats.prepare.as_secs_f64(),
+        cells_wall_s: stats.cells_wall.as_secs_f64(),
+        cells_cpu_s: stats.cells_cpu,
+        interrupted,
+        work_s: totals.work.as_secs_f64(),
+        phases: totals
+            .phases
+            .iter()
+            .map(|&(ph, d)| {
+                let phase = model::RunPhase {
+                    s: d.as_secs_f64(),
+                    share: totals.share(d),
+                };
+                (ph.word().to_string(), phase)
+            })
+            .collect(),
+    }
 }
 
 impl Reporter for Json {
     fn report(&mut self, event: &Event) -> Result<(), ReportError> {
         match event {
             Event::RunStarted { cells, host, at } => {
-                self.run = run_meta(host, *at);
-                self.cells = cells
+                self.doc.run = run_meta(host, *at);
+                self.doc.cells = cells
                     .iter()
                     .map(|m| {
-                        cell_value(&CellOutcome::without_result(
+                        cell(&CellOutcome::without_result(
                             m.clone(),
-                            crate::events::CellStatus::NotRun("not run".into()),
+                            CellStatus::NotRun("not run".into()),
                         ))
                     })
                     .collect();
@@ -289,18 +312,18 @@ impl Reporter for Json {
             Event::CellFinished(o) => {
                 self.ran.extend(o.times());
                 self.staleness.observe(o);
-                let v = cell_value(o);
-                match self.cells.get_mut(o.meta.index) {
+                let v = cell(o);
+                match self.doc.cells.get_mut(o.meta.index) {
                     Some(slot) => *slot = v,
-                    None => self.cells.push(v),
+                    None => self.doc.cells.push(v),
                 }
                 self.write()
             }
-            Event::RunFinished { stats, interrupted } => {
-                if let Some(run) = self.run.as_object_mut() {
-                    let stats = stats_value(stats, *interrupted, &self.ran);
-                    run.insert("stats".into(), stats);
-                }
+            Event::RunFinished {
+                stats: s,
+                interrupted,
+            } => {
+                self.doc.run.stats = Some(stats(s, *interrupted, &self.ran));
                 self.write()
             }
             _ => Ok(()),
@@ -311,8 +334,9 @@ impl Reporter for Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{CellMeta, CellStatus};
+    use crate::events::CellMeta;
     use crate::verdict::{Case, Counts};
+    use serde_json::{json, Value};
 
     #[test]
     fn the_document_has_every_cell_and_case_and_survives_hostile_text() {
@@ -400,9 +424,10 @@ mod tests {
         };
         let mut o = CellOutcome::without_result(meta, CellStatus::Passed);
         let mut r = crate::result::tests_support::cell_result();
-        assert_eq!(cell_value(&o)["vm"], Value::Null);
+        let vm = |o: &CellOutcome| serde_json::to_value(cell(o)).unwrap()["vm"].clone();
+        assert_eq!(vm(&o), Value::Null);
         o.result = Some(Box::new(r.clone()));
-        assert_eq!(cell_value(&o)["vm"]["boot_retries"], json!([]));
+        assert_eq!(vm(&o)["boot_retries"], json!([]));
         r.boot_retries = vec![crate::result::BootRetry {
             signature: "qemu7-tcg-debian-6.12".into(),
             attempt: 1,
@@ -410,7 +435,7 @@ mod tests {
         }];
         o.result = Some(Box::new(r));
         assert_eq!(
-            cell_value(&o)["vm"]["boot_retries"],
+            vm(&o)["boot_retries"],
             json!([{
                 "signature": "qemu7-tcg-debian-6.12",
                 "attempt": 1,

@@ -436,7 +436,7 @@ impl<'a> Builder<'a> {
     fn output_files(&self, cell: &Cell) -> Option<Value> {
         let base = self.opts.log_base_url.as_deref()?;
         let vm = cell.vm.as_ref()?;
-        let dir = cell.out_dir.as_deref()?;
+        let dir = Some(cell.out_dir.as_str()).filter(|d| !d.is_empty())?;
         let dir = std::path::Path::new(dir).file_name()?.to_str()?;
         let mut files = Vec::new();
         if let Some(log) = vm.console_log.as_deref() {

@@ -227,6 +227,7 @@ mod tests {
             status: status.into(),
             message: message.map(String::from),
             known_failure: None,
+            repeat: None,
         };
         let bench = Bench::default();
         assert_eq!(case_status(&case("pass", None), None), "PASS");

@@ -204,12 +204,15 @@ pub fn report(
     Ok(req.output.is_none().then_some(doc))
 }
 
-/// `value` as a reader of the JSON results file gets it: the same fields,
-/// and numbers parsed from the same text (serde_json's float parsing is
-/// best-effort, so a value that skipped the text could differ in its last
-/// bit from a later `convert`).
-fn as_in_file<T: serde::de::DeserializeOwned + Default>(value: &serde_json::Value) -> T {
-    serde_json::from_str(&value.to_string()).unwrap_or_default()
+/// `value` as a reader of the JSON results file gets it: numbers parsed
+/// from the same text (serde_json's float parsing is best-effort, so a
+/// value that skipped the text could differ in its last bit from a later
+/// `convert`).
+fn as_in_file<T: serde::Serialize + serde::de::DeserializeOwned + Default>(value: &T) -> T {
+    serde_json::to_string(value)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default()
 }
 
 /// Writes the document as cells finish (only finished cells are in it:
@@ -248,7 +251,7 @@ impl Reporter for Kcidb {
                 self.write()
             }
             Event::CellFinished(o) => {
-                let cell: results::Cell = as_in_file(&super::json::cell_value(o));
+                let cell: results::Cell = as_in_file(&super::json::cell(o));
                 let i = o.meta.index;
                 if i >= self.slots.len() {
                     self.slots.resize(i + 1, None);
