@@ -102,6 +102,29 @@ pub struct Document {
     pub problems: Vec<String>,
 }
 
+impl TestNode {
+    /// This test's diagnostic lines, then its subtests', depth first.
+    pub fn all_diagnostics(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.diagnostics.iter().map(String::as_str).collect();
+        for sub in &self.subtests {
+            out.extend(sub.all_diagnostics());
+        }
+        out
+    }
+}
+
+impl Document {
+    /// Every diagnostic line: the unattached ones, then each test's
+    /// ([`TestNode::all_diagnostics`]).
+    pub fn all_diagnostics(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.diagnostics.iter().map(String::as_str).collect();
+        for t in &self.tests {
+            out.extend(t.all_diagnostics());
+        }
+        out
+    }
+}
+
 /// Parses a KTAP stream.
 pub fn parse(input: &[u8]) -> Document {
     let mut p = Parser::default();

@@ -405,11 +405,12 @@ pub async fn run(
     let mut accels: Vec<String> = Vec::new();
     let mut any_bad = false;
     for (o, (klabel, tlabel, names)) in outcomes.iter().zip(&measured) {
-        let ktap = String::from_utf8_lossy(
-            &std::fs::read(o.meta.out_dir.join("results.ktap")).unwrap_or_default(),
-        )
-        .into_owned();
-        let cell_rows = report::rows_from_ktap(klabel, tlabel, names, &ktap);
+        let lines = o
+            .result
+            .as_ref()
+            .map(|r| report::bench_lines(&r.ktap))
+            .unwrap_or_default();
+        let cell_rows = report::rows_from_lines(klabel, tlabel, names, &lines);
         if let Some(r) = &o.result {
             if !accels.contains(&r.accel) {
                 accels.push(r.accel.clone());

@@ -50,6 +50,25 @@ pub struct Row {
 /// them; rounds without a summary are summarised here (a VM cut short).
 pub fn rows_from_ktap(kernel: &str, topology: &str, configs: &[String], ktap: &str) -> Vec<Row> {
     let lines: Vec<BenchLine> = ktap.lines().filter_map(BenchLine::parse).collect();
+    rows_from_lines(kernel, topology, configs, &lines)
+}
+
+/// The `# BENCH` lines of a cell's parsed KTAP (the results the runner
+/// already read: nothing is read again from disk).
+pub fn bench_lines(ktap: &crate::ktap::Document) -> Vec<BenchLine> {
+    ktap.all_diagnostics()
+        .into_iter()
+        .filter_map(|d| BenchLine::parse(&format!("# {d}")))
+        .collect()
+}
+
+/// The rows of `configs` from `# BENCH` lines.
+pub fn rows_from_lines(
+    kernel: &str,
+    topology: &str,
+    configs: &[String],
+    lines: &[BenchLine],
+) -> Vec<Row> {
     configs
         .iter()
         .map(|name| {

@@ -8,7 +8,8 @@
 //! `ratio:CONFIG/BASELINE`.
 
 use super::Verdict;
-use crate::bench::report::{apply_ratios, rows_from_ktap, Row, RowStatus};
+use crate::bench::report::{apply_ratios, rows_from_lines, Row, RowStatus};
+use guest_tests::bench::BenchLine;
 use std::fmt;
 
 /// The metrics `--metric` accepts, with what they mean (for errors and help).
@@ -118,8 +119,14 @@ impl Metric {
     /// The metric of one bench run, from its KTAP text (the `# BENCH`
     /// lines, parsed by the bench report); `Err` says why there is none.
     pub fn value(&self, ktap: &str) -> Result<f64, String> {
+        let lines: Vec<BenchLine> = ktap.lines().filter_map(BenchLine::parse).collect();
+        self.value_of(&lines)
+    }
+
+    /// The metric of one bench run's `# BENCH` lines.
+    pub fn value_of(&self, lines: &[BenchLine]) -> Result<f64, String> {
         let names: Vec<String> = self.configs().iter().map(|s| s.to_string()).collect();
-        let mut rows = rows_from_ktap("", "", &names, ktap);
+        let mut rows = rows_from_lines("", "", &names, lines);
         if let Metric::Ratio { baseline, .. } = self {
             apply_ratios(&mut rows, baseline);
         }

@@ -7,6 +7,7 @@ use super::{
     bench_specs, combine, decided, metric, read_steps, validate, verdict_from_cases, CommonArgs,
     Perf, StepArgs, StepRecord, Verdict, BENCH_SUITE,
 };
+use guest_tests::bench::BenchLine;
 use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -139,10 +140,10 @@ impl Rep {
         }
     }
 
-    /// A repetition of a performance bisection from the bench output it
-    /// produced (`None`: no output at all).
-    fn measured(p: &Perf, ktap: Option<&str>, none: &str) -> Rep {
-        match ktap.map(|k| p.metric.value(k)) {
+    /// A repetition of a performance bisection from the `# BENCH` lines
+    /// it produced (`None`: no output at all).
+    fn measured(p: &Perf, lines: Option<&[BenchLine]>, none: &str) -> Rep {
+        match lines.map(|l| p.metric.value_of(l)) {
             Some(Ok(v)) => Rep {
                 verdict: p.threshold.verdict(Some(v)),
                 value: Some(v),
@@ -197,7 +198,14 @@ fn command_reps(c: &CommonArgs, perf: Option<&Perf>, cmd: &str, id: &str, dir: &
             Some(_) if verdict == Verdict::Skip => Rep::skip("step command: skip"),
             Some(p) => Rep::measured(
                 p,
-                std::fs::read_to_string(&bench).ok().as_deref(),
+                std::fs::read_to_string(&bench)
+                    .ok()
+                    .map(|text| {
+                        text.lines()
+                            .filter_map(BenchLine::parse)
+                            .collect::<Vec<_>>()
+                    })
+                    .as_deref(),
                 "the step command wrote no bench output to $HARNESS_BISECT_BENCH",
             ),
         };
@@ -340,9 +348,8 @@ async fn kernel_reps(
                     // The number decides, not the cases: a configuration
                     // that failed or a VM that died just has no value.
                     Some(p) => {
-                        let ktap = std::fs::read(out_dir.join("results.ktap"))
-                            .map(|b| String::from_utf8_lossy(&b).into_owned());
-                        let mut r = Rep::measured(p, ktap.ok().as_deref(), "no results.ktap");
+                        let lines = crate::bench::report::bench_lines(&cell.ktap);
+                        let mut r = Rep::measured(p, Some(&lines), "no results.ktap");
                         if r.value.is_none() && !matches!(cell.end, crate::result::VmEnd::Finished)
                         {
                             r.why = format!("{}; {}", r.why, crate::verdict::describe(&cell.end));

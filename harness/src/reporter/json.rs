@@ -10,7 +10,7 @@ use crate::events::{CellOutcome, CellStatus, Event, HostFacts, RunStats};
 use crate::profile::{CellProfile, CellTimes, Phase};
 use crate::results::{self as model, Results, MAX_MESSAGE};
 use crate::verdict::CaseStatus;
-use guest_tests::bench::{BenchLine, BENCH_TAG};
+use guest_tests::bench::BenchLine;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -225,11 +225,12 @@ fn layout(t: &crate::topology::Topology) -> model::Layout {
 /// The `# BENCH` summaries of a cell's KTAP document, each with the
 /// top-level test that printed it.
 fn bench_rows(doc: &crate::ktap::Document) -> Vec<model::Bench> {
-    fn walk(node: &crate::ktap::TestNode, test: &str, out: &mut Vec<model::Bench>) {
-        for d in node.diagnostics.iter().filter(|d| d.starts_with(BENCH_TAG)) {
+    let mut out = Vec::new();
+    for top in &doc.tests {
+        for d in top.all_diagnostics() {
             if let Some(BenchLine::Summary(s)) = BenchLine::parse(&format!("# {d}")) {
                 out.push(model::Bench {
-                    test: test.to_string(),
+                    test: top.name.clone(),
                     config: s.config,
                     spec: s.spec,
                     ops_per_s: s.total.mean,
@@ -241,13 +242,6 @@ fn bench_rows(doc: &crate::ktap::Document) -> Vec<model::Bench> {
                 });
             }
         }
-        for sub in &node.subtests {
-            walk(sub, test, out);
-        }
-    }
-    let mut out = Vec::new();
-    for top in &doc.tests {
-        walk(top, &top.name, &mut out);
     }
     out
 }
