@@ -141,28 +141,6 @@ fn top_level_modules_have_no_import_cycle() {
             panic!("import cycle: {}", c.join(" -> "));
         }
     }
-    // The floors import nothing above them.
-    for floor in [
-        "suite", "verdict", "junit", "result", "ktap", "console", "glob",
-    ] {
-        let up: Vec<_> = graph[floor]
-            .iter()
-            .filter(|m| {
-                [
-                    "cell",
-                    "planner",
-                    "runner",
-                    "reporter",
-                    "matrix",
-                    "bench",
-                    "bisect",
-                    "kselftest",
-                ]
-                .contains(&m.as_str())
-            })
-            .collect();
-        assert!(up.is_empty(), "{floor} imports upward: {up:?}");
-    }
 }
 
 /// `text` without its `#[cfg(test)]` items (a test may print).
@@ -275,4 +253,64 @@ fn exit_statuses_come_from_one_table() {
         "exit statuses outside harness::error::exit:\n{}",
         found.join("\n")
     );
+}
+
+/// Each top-level module's layer, read from ARCHITECTURE.md's "Layers"
+/// list (`1. **Floors** — `topology.rs`, ...`): the backticked names of
+/// each numbered item.
+fn layers() -> BTreeMap<String, u32> {
+    let text = std::fs::read_to_string(root().join("ARCHITECTURE.md")).unwrap();
+    let section = text
+        .split("\n## Layers")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a ## Layers section");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    let mut layers = BTreeMap::new();
+    let mut current = None;
+    for line in section.lines() {
+        let t = line.trim_start();
+        if let Some((n, _)) = t.split_once(". **") {
+            current = n.parse::<u32>().ok();
+        } else if t.is_empty() || !line.starts_with(' ') {
+            if !t.is_empty() {
+                current = None;
+            }
+            continue;
+        }
+        let Some(layer) = current else { continue };
+        for name in t.split('`').skip(1).step_by(2) {
+            // `topology.rs`, `share/`, `kernel/` (a top-level module), not
+            // `kernel/spec.rs` or a guest file.
+            let name = name.trim_end_matches('/');
+            let name = name.trim_end_matches(".rs");
+            if !name.contains('/') && !name.is_empty() {
+                layers.entry(name.to_string()).or_insert(layer);
+            }
+        }
+    }
+    layers
+}
+
+/// Every module has a layer and imports nothing from a layer above it.
+#[test]
+fn every_module_has_a_layer_and_imports_nothing_above_it() {
+    let graph = module_graph();
+    let layers = layers();
+    let missing: Vec<&String> = graph.keys().filter(|m| !layers.contains_key(*m)).collect();
+    assert!(
+        missing.is_empty(),
+        "modules without a layer in ARCHITECTURE.md's Layers: {missing:?}"
+    );
+    let mut upward = Vec::new();
+    for (m, uses) in &graph {
+        for u in uses {
+            if layers[u] > layers[m] {
+                upward.push(format!(
+                    "{m} (layer {}) imports {u} (layer {})",
+                    layers[m], layers[u]
+                ));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "upward imports:\n{}", upward.join("\n"));
 }

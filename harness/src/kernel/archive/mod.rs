@@ -3,7 +3,8 @@
 //! [`DebianMirror`] finds Debian's archive (explicit URL, `$HARNESS_DEBIAN_MIRROR`,
 //! or the machine's apt configuration), reads the package indexes of its
 //! suites and downloads `.deb` files into the [`Cache`](crate::kernel::cache::Cache).
-//! Which package is a kernel is not known here (see [`crate::kernel::debian`]).
+//! Which package is a kernel is not known here (see [`crate::kernel::debian`]),
+//! except in two error messages of `error.rs`, which borrow its wording.
 //!
 //! Trust chain: the suite's `InRelease` is checked with `gpgv` against the
 //! Debian archive keyring (skipped with a warning when `gpgv` or the keyring
