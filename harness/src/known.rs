@@ -1,5 +1,6 @@
 //! Known failures over a whole run: which entries were exercised (a cell
-//! they apply to reported a case they name) and which of those excused
+//! they apply to reported a case they name, or, for a kernel-report case
+//! such as `boot/kernel-warning`, ran the test it names) and which of those excused
 //! nothing anywhere. Such an entry is stale, listed by the terminal summary
 //! and the JSON results so an entry that outlived its bug is seen and
 //! removed; unless it declares itself `intermittent:` (a race that fires in
@@ -40,6 +41,7 @@ impl Staleness {
             if o.cases
                 .iter()
                 .any(|c| crate::glob::matches(&k.case, &c.name))
+                || report_case_ran(&k.case, o)
             {
                 self.exercised
                     .entry(k.at.clone())
@@ -66,6 +68,26 @@ impl Staleness {
             .filter(|(at, _)| !self.used.contains(*at))
             .map(|(_, k)| k)
     }
+}
+
+/// Whether an entry for a kernel-report case (`<test>/kernel-<kind>`,
+/// reported only when the kernel prints one) had its chance in this cell:
+/// its test ran, or for `boot/`, a VM booted. Without this, an entry for a
+/// report that did not fire would be neither stale nor unseen.
+fn report_case_ran(case: &str, o: &CellOutcome) -> bool {
+    let Some((test, kind)) = case.rsplit_once('/') else {
+        return false;
+    };
+    if !kind.starts_with("kernel-") {
+        return false;
+    }
+    test == "boot"
+        || o.cases.iter().any(|c| {
+            c.name
+                .split('/')
+                .next()
+                .is_some_and(|t| crate::glob::matches(test, t))
+        })
 }
 
 #[cfg(test)]
@@ -134,6 +156,30 @@ mod tests {
         };
         s.observe(&outcome(vec![used], known, "tcg"));
         assert!(s.stale().is_empty());
+    }
+
+    #[test]
+    fn a_kernel_report_entry_is_exercised_where_its_test_ran_or_a_vm_booted() {
+        let pass = |n: &str| Case {
+            name: n.into(),
+            status: CaseStatus::Pass,
+        };
+        let mut boot = entry("m.yaml:1:5", "boot/kernel-warning");
+        boot.intermittent = Some("1 of 9 full tiers".into());
+        let known = vec![
+            boot,
+            entry("m.yaml:2:5", "a/kernel-warning"),
+            entry("m.yaml:3:5", "z/kernel-oops"),
+            entry("m.yaml:4:5", "a/kernel"),
+        ];
+        let mut s = Staleness::default();
+        s.observe(&outcome(vec![pass("a/y")], known, "tcg"));
+        let at =
+            |v: Vec<&KnownFailure>| -> Vec<String> { v.iter().map(|k| k.at.clone()).collect() };
+        // `a` ran: its report entry had its chance; `z` never ran, and
+        // `a/kernel` is an ordinary case that was not reported.
+        assert_eq!(at(s.stale()), ["m.yaml:2:5"]);
+        assert_eq!(at(s.unseen()), ["m.yaml:1:5"]);
     }
 
     #[test]
