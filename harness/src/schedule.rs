@@ -69,10 +69,11 @@ pub const ROUND_ROBIN_EXTRA: usize = 1;
 /// How often the measured rule looks at the host again while cells run.
 pub const TICK: Duration = Duration::from_secs(1);
 
-/// The admission rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The admission rule (default: `auto`, measured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Admission {
     /// Measured host CPU and learned demand (`-j auto`).
+    #[default]
     Measured,
     /// Declared vCPUs within the cores (`-j vcpus`).
     Declared,
@@ -81,9 +82,10 @@ pub enum Admission {
 }
 
 /// `--tcg-thread`: how TCG maps each guest's vCPUs onto host threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TcgChoice {
     /// Round-robin (`single`) when cells share the host, else `multi`.
+    #[default]
     Auto,
     /// What was asked for.
     Fixed(TcgThread),
@@ -96,9 +98,7 @@ impl TcgChoice {
             "" | "auto" => Ok(TcgChoice::Auto),
             "multi" => Ok(TcgChoice::Fixed(TcgThread::Multi)),
             "single" => Ok(TcgChoice::Fixed(TcgThread::Single)),
-            other => Err(format!(
-                "--tcg-thread {other:?}: expected auto, multi or single"
-            )),
+            _ => Err("expected auto, multi or single".into()),
         }
     }
 
@@ -237,9 +237,7 @@ impl Budget {
             "vcpus" => Ok(Admission::Declared),
             n => match n.parse::<usize>() {
                 Ok(n) if n > 0 => Ok(Admission::Count(n)),
-                _ => Err(format!(
-                    "-j {n:?}: expected auto, vcpus or a number of cells >= 1"
-                )),
+                _ => Err("expected auto, vcpus or a number of cells >= 1".into()),
             },
         }
     }

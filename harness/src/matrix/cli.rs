@@ -20,10 +20,11 @@ pub struct Request {
     /// The matrix file. [`DEFAULT_MATRIX`] (the command line's default)
     /// that does not exist means the matrix built into the harness.
     pub matrix: PathBuf,
-    /// Cells at once: `auto` (host cores and ~75% of available memory) or N.
-    pub jobs: String,
-    /// Under TCG: `auto`, `multi` or `single` ([`crate::schedule::TcgChoice`]).
-    pub tcg_thread: String,
+    /// Cells at once: `auto` (host cores and ~75% of available memory),
+    /// `vcpus` or N.
+    pub jobs: crate::schedule::Admission,
+    /// Under TCG: `auto`, `multi` or `single`.
+    pub tcg_thread: crate::schedule::TcgChoice,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
     pub kernel: Vec<String>,
     /// Only topologies whose name matches (glob).
@@ -42,7 +43,7 @@ pub struct Request {
     /// FILE` writes the JSON results file (schema: docs/results.md).
     pub json: Option<Option<PathBuf>>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
-    pub shard: Option<String>,
+    pub shard: Option<(usize, usize)>,
     /// Stop starting cells after the first unexpected result.
     pub fail_fast: bool,
     /// Only the cells that did not pass in the last aggregate report under --out.
@@ -219,13 +220,8 @@ pub async fn matrix(
     if let Some(glob) = &args.test {
         check_test(&m, &selected, glob)?;
     }
-    let (shard_i, shard_n) = match &args.shard {
-        Some(s) => plan::parse_shard(s)?,
-        None => (1, 1),
-    };
-    let admission = Budget::parse_jobs(&args.jobs).map_err(MatrixError::Usage)?;
-    let tcg_choice =
-        crate::schedule::TcgChoice::parse(&args.tcg_thread).map_err(MatrixError::Usage)?;
+    let (shard_i, shard_n) = args.shard.unwrap_or((1, 1));
+    let (admission, tcg_choice) = (args.jobs, args.tcg_thread);
     let costs_path = args
         .costs
         .clone()

@@ -2,7 +2,7 @@
 //! cells to rerun, and a deterministic shard (greedy longest-processing-
 //! time on [`Matrix::cost`]).
 
-use super::{glob, Matrix, MatrixError};
+use super::{glob, Matrix};
 use crate::costs::Costs;
 use std::collections::BTreeSet;
 
@@ -34,13 +34,9 @@ pub fn select(m: &Matrix, f: &Filters) -> Vec<usize> {
         .collect()
 }
 
-/// `I/N` with 1 <= I <= N.
-pub fn parse_shard(s: &str) -> Result<(usize, usize), MatrixError> {
-    let bad = || {
-        MatrixError::Usage(format!(
-            "--shard {s:?}: expected I/N with 1 <= I <= N, e.g. 2/4"
-        ))
-    };
+/// `I/N` with 1 <= I <= N (`--shard`'s value, parsed by clap at the edge).
+pub fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || "expected I/N with 1 <= I <= N, e.g. 2/4".to_string();
     let (i, n) = s.split_once('/').ok_or_else(bad)?;
     let (i, n): (usize, usize) = (
         i.trim().parse().map_err(|_| bad())?,

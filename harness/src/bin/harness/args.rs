@@ -22,14 +22,20 @@ pub struct MatrixArgs {
         short = 'j',
         long = "jobs",
         default_value = "auto",
-        value_name = "auto|vcpus|N"
+        value_name = "auto|vcpus|N",
+        value_parser = harness::schedule::Budget::parse_jobs
     )]
-    pub jobs: String,
+    pub jobs: harness::schedule::Admission,
     /// Under TCG: `auto` (every vCPU of a guest on one host thread,
     /// `single`, when cells share the host; `multi` when one runs at a
     /// time), `multi` (a host thread per vCPU) or `single`.
-    #[arg(long, value_name = "auto|multi|single", default_value = "auto")]
-    pub tcg_thread: String,
+    #[arg(
+        long,
+        value_name = "auto|multi|single",
+        default_value = "auto",
+        value_parser = harness::schedule::TcgChoice::parse
+    )]
+    pub tcg_thread: harness::schedule::TcgChoice,
     /// Only kernels whose name matches (glob; repeatable or comma-separated).
     #[arg(long)]
     pub kernel: Vec<String>,
@@ -56,8 +62,8 @@ pub struct MatrixArgs {
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
+    #[arg(long, value_name = "I/N", value_parser = harness::matrix::plan::parse_shard)]
+    pub shard: Option<(usize, usize)>,
     /// Stop starting cells after the first unexpected result.
     #[arg(long, conflicts_with = "keep_going")]
     pub fail_fast: bool,
