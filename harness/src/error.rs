@@ -176,6 +176,10 @@ pub mod exit {
             "every cell at the machine's width, results in one JSON file",
         ),
         (
+            "harness compare previous last --out target/matrix",
+            "what changed between the last two matrix runs (exit 1: a regression)",
+        ),
+        (
             "harness bisect --tree $HOME/linux --good v7.2 --bad HEAD --test 'futex/futex-prctl/*'",
             "the commit that broke a case",
         ),

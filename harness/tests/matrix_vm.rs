@@ -249,25 +249,13 @@ overrides:
         .spawn()
         .unwrap();
     let pid = child.id();
-    // Whatever happens, the harness does not outlive the test.
-    struct Kill(u32);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            // SAFETY: plain kill(2) on our own child (ESRCH once it is gone).
-            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
-        }
-    }
-    let _kill = Kill(pid);
-    wait_for("the smoke cell's JUnit", Duration::from_secs(300), || {
-        out.join("cells/k/t/smoke/junit.xml").is_file()
-    });
-    // With -j 1 the smoke cell's QEMU is gone: a QEMU now is the second
-    // cell's, which takes seconds to boot under TCG.
-    wait_for("the second cell's QEMU", Duration::from_secs(120), || {
-        !processes_with(&marker).is_empty()
-    });
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let _kill = common::KillOnDrop(pid);
+    common::signal_during_second_cell(
+        pid,
+        &out.join("cells/k/t/smoke/junit.xml"),
+        &marker,
+        libc::SIGINT,
+    );
     let status = child.wait().unwrap();
     wait_for("QEMU to go away", Duration::from_secs(15), || {
         processes_with(&marker).is_empty()

@@ -62,6 +62,8 @@ pub struct Request {
     /// `--boot-per-cell`: every cell boots its own VM, even where another
     /// cell's VM would be the same ([`crate::shared_boot`]).
     pub boot_per_cell: bool,
+    /// `--history FILE|none`: the results history (default `<out>/history.sqlite`).
+    pub history: crate::history::Target,
 }
 
 /// `--test GLOB` against the suites of the selected cells: one that
@@ -158,6 +160,7 @@ pub async fn matrix(
         ("--json", args.json.as_ref().and_then(|j| j.as_deref())),
         ("--kcidb", args.kcidb.as_ref().map(|(p, _)| p.as_path())),
         ("--costs", args.costs.as_deref()),
+        ("--history", args.history.file()),
     ])
     .map_err(Error::usage)?;
     if !args.list {
@@ -326,6 +329,9 @@ pub async fn matrix(
         if let Some((p, _)) = &args.kcidb {
             writes.push(format!("{} (the KCIDB document)", p.display()));
         }
+        if let Some(p) = args.history.path(&args.out) {
+            writes.push(format!("{} (the results history)", p.display()));
+        }
         let text = super::dry_run::plan(&m, &cells, &opts, &writes)?;
         return Ok(Done::Text(text));
     }
@@ -347,6 +353,12 @@ pub async fn matrix(
     }
     if let Some((path, opts)) = &args.kcidb {
         reporters.add(crate::reporter::kcidb::Kcidb::new(path, opts.clone()));
+    }
+    if let Some(path) = args.history.path(&args.out) {
+        reporters.add(crate::reporter::history::History::new(
+            &path,
+            crate::history::command_line(),
+        ));
     }
     run::run(&m, &cells, &opts, &cancel, reporters).await?;
     Ok(Done::Ran)

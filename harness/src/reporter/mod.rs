@@ -1,11 +1,12 @@
 //! Reporters: subscribers of the runner's [`Event`] stream. Each output of
 //! a run is one reporter in one file — the terminal (in the binary), JUnit
 //! ([`junit`]), the JSON results file ([`json`]) and the exit status
-//! ([`exit`]) — and a new output is a new file here, not a change to the
+//! ([`exit`]), the results history ([`history`]) — and a new output is a new file here, not a change to the
 //! front doors or the runner (nextest-runner's `reporter/` is the model).
 
 pub mod costs;
 pub mod exit;
+pub mod history;
 pub mod json;
 pub mod junit;
 pub mod kcidb;
@@ -27,6 +28,9 @@ pub enum ReportError {
         #[source]
         source: std::io::Error,
     },
+    /// The results history (boxed: SQLite's error is large).
+    #[error(transparent)]
+    History(Box<crate::history::HistoryError>),
 }
 
 /// A subscriber of a run's events.

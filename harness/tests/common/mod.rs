@@ -38,6 +38,36 @@ pub fn vm_lock() -> MutexGuard<'static, ()> {
     VM_LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// SIGKILLs a child process when dropped: whatever happens, the harness
+/// under test does not outlive its test.
+#[allow(dead_code)]
+pub struct KillOnDrop(pub u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on the test's own child (ESRCH once it is gone).
+        unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+    }
+}
+
+/// Waits until a matrix run with `-j 1` finished its first cell (its
+/// `first_junit` written) and booted its second (a QEMU whose command line
+/// has `marker`), then sends the harness `pid` the signal `sig`: a run
+/// stopped in the middle of a cell.
+#[allow(dead_code)]
+pub fn signal_during_second_cell(pid: u32, first_junit: &Path, marker: &str, sig: i32) {
+    wait_for("the first cell's JUnit", Duration::from_secs(300), || {
+        first_junit.is_file()
+    });
+    // With -j 1 the first cell's QEMU is gone: a QEMU now is the second
+    // cell's, which takes seconds to boot under TCG.
+    wait_for("the second cell's QEMU", Duration::from_secs(120), || {
+        !processes_with(marker).is_empty()
+    });
+    // SAFETY: plain kill(2) on the test's own child.
+    unsafe { libc::kill(pid as i32, sig) };
+}
+
 /// Polls `f` every 100 ms until it holds; panics after `limit`.
 #[allow(dead_code)]
 pub fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {

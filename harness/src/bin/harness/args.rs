@@ -102,6 +102,73 @@ pub struct MatrixArgs {
     pub kcidb: KcidbArgs,
     #[command(flatten)]
     pub profile: ProfileArgs,
+    #[command(flatten)]
+    pub history: HistoryArgs,
+}
+
+/// `--history FILE|none` of `run` and `matrix`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HistoryArgs {
+    /// The results history to add this run to (SQLite, docs/history.md;
+    /// `harness history`, `harness compare`), or `none` (default:
+    /// <out>/history.sqlite).
+    #[arg(long, value_name = "FILE|none")]
+    pub history: Option<String>,
+}
+
+impl HistoryArgs {
+    /// Where the run's history goes.
+    pub fn target(&self) -> harness::history::Target {
+        self.history.as_deref().map_or(
+            harness::history::Target::Default,
+            harness::history::Target::parse,
+        )
+    }
+}
+
+/// `harness history`: the runs of a history file.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HistoryListArgs {
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// As JSON (one object per run).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `--db FILE` / `--out DIR` of `history` and `compare`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DbArgs {
+    /// The history file (default: <out>/history.sqlite).
+    #[arg(long, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// The output directory of the runs (`--out` of run or matrix).
+    #[arg(long, value_name = "DIR", default_value = "harness-out")]
+    pub out: PathBuf,
+}
+
+impl DbArgs {
+    /// The history file.
+    pub fn path(&self) -> PathBuf {
+        self.db
+            .clone()
+            .unwrap_or_else(|| self.out.join(harness::history::FILE_NAME))
+    }
+}
+
+/// `harness compare A B`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// The earlier run: a JSON results file, a run id of the history,
+    /// `last` or `previous`.
+    pub a: String,
+    /// The later run, the same way.
+    pub b: String,
+    #[command(flatten)]
+    pub db: DbArgs,
+    /// As JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `--profile [N]` of `run` and `matrix`.
@@ -147,6 +214,7 @@ impl MatrixArgs {
             gdb: self.gdb.map(|g| (g, !self.gdb_no_wait)),
             costs: self.costs,
             boot_per_cell: self.boot_per_cell,
+            history: self.history.target(),
         }
     }
 }

@@ -85,6 +85,11 @@ enum Command {
     /// Find the commit of a kernel tree that broke a test, or moved a bench
     /// number past a threshold (--metric; git bisect; see docs/bisect.md).
     Bisect(harness::bisect::BisectArgs),
+    /// The runs recorded in the results history (docs/history.md).
+    History(args::HistoryListArgs),
+    /// What changed from run A to run B (JSON results files or runs of the
+    /// history): exit 1 when B regressed (docs/history.md).
+    Compare(args::CompareArgs),
     /// Reports of a finished run, from its JSON results file.
     #[command(subcommand)]
     Report(args::ReportCommand),
@@ -138,6 +143,8 @@ struct RunArgs {
     kcidb: args::KcidbArgs,
     #[command(flatten)]
     profile: args::ProfileArgs,
+    #[command(flatten)]
+    history: args::HistoryArgs,
     /// Directory for console logs, raw KTAP and QEMU's argv.
     #[arg(long, default_value = "harness-out")]
     out: PathBuf,
@@ -286,6 +293,8 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|r| r),
             Command::Bisect(args) => bisect(args).await,
+            Command::History(args) => history(&args).map_err(anyhow::Error::from),
+            Command::Compare(args) => compare(&args).map_err(anyhow::Error::from),
             Command::Report(args::ReportCommand::Kcidb(args)) => {
                 tokio::task::spawn_blocking(move || args.run())
                     .await
@@ -433,6 +442,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
         ("--junit", args.junit.as_deref()),
         ("--json", args.json.as_deref()),
         ("--kcidb", args.kcidb.kcidb.as_deref()),
+        ("--history", args.history.target().file()),
     ])
     .map_err(Error::usage)?;
     harness::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
@@ -502,6 +512,12 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     }
     if let Some((p, opts)) = args.kcidb.output() {
         reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
+    }
+    if let Some(p) = args.history.target().path(&args.out) {
+        reporters.add(harness::reporter::history::History::new(
+            &p,
+            harness::history::command_line(),
+        ));
     }
     reporters.add(
         Terminal::new(
@@ -690,6 +706,42 @@ async fn bisect(args: harness::bisect::BisectArgs) -> anyhow::Result<u8> {
     .map_err(Error::from)?;
     print!("{}", o.report);
     Ok(o.exit)
+}
+
+/// `harness history`: the runs of the history, newest first.
+fn history(args: &args::HistoryListArgs) -> Result<u8, Error> {
+    let db = harness::history::Database::open_existing(&args.db.path())
+        .map_err(harness::history::HistoryError::into_error)?;
+    let runs = db
+        .runs()
+        .map_err(harness::history::HistoryError::into_error)?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&runs).map_err(Error::infra)?
+        );
+    } else {
+        print!("{}", harness::history::listing(&runs));
+    }
+    Ok(EXIT_OK)
+}
+
+/// `harness compare A B`: exit 1 when B regressed against A.
+fn compare(args: &args::CompareArgs) -> Result<u8, Error> {
+    use harness::compare::{self, CompareError};
+    let db = args.db.path();
+    let a = compare::load(&args.a, &db).map_err(CompareError::into_error)?;
+    let b = compare::load(&args.b, &db).map_err(CompareError::into_error)?;
+    let c = compare::compare(&a, &b);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&c).map_err(Error::infra)?
+        );
+    } else {
+        print!("{}", c.text());
+    }
+    Ok(c.exit_code())
 }
 
 /// `harness host`: the facts `--accel auto` decides from.
