@@ -8,7 +8,10 @@
 //! after a deadline, so a broken kernel fails a case instead of hanging it.
 
 use crate::expect::{Expect, Growth};
+// The assertion vocabulary lives with `Outcome`; re-exported for the
+// hash binaries that import it from here.
 use crate::ktap::Outcome;
+pub use crate::ktap::{done, fail, skip, Check};
 use crate::mapping::Mapping;
 use crate::sys::{self, Errno};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -19,33 +22,12 @@ use std::time::{Duration, Instant};
 /// The result of a raw syscall.
 pub type Res = Result<i64, Errno>;
 
-/// A case body's result: `Err` carries the failing (or skipping) outcome.
-pub type Check = Result<(), Outcome>;
-
 /// `EINVAL` as a syscall result.
 pub const EINVAL: Res = Err(Errno(libc::EINVAL));
 /// `EBUSY` as a syscall result.
 pub const EBUSY: Res = Err(Errno(libc::EBUSY));
 /// `ENOMEM` as a syscall result.
 pub const ENOMEM: Res = Err(Errno(libc::ENOMEM));
-
-/// Turns a [`Check`] into the case's outcome.
-pub fn done(c: Check) -> Outcome {
-    match c {
-        Ok(()) => Outcome::Pass,
-        Err(o) => o,
-    }
-}
-
-/// A failing outcome.
-pub fn fail(msg: impl Into<String>) -> Outcome {
-    Outcome::Fail(msg.into())
-}
-
-/// A skip outcome.
-pub fn skip(msg: impl Into<String>) -> Outcome {
-    Outcome::Skip(msg.into())
-}
 
 /// `Ok(v)` / `EINVAL` style rendering of a result.
 pub fn show(r: &Res) -> String {

@@ -28,6 +28,42 @@ impl Outcome {
     }
 }
 
+/// A failure message becomes a failing outcome, so a case body returning
+/// [`Check`] can use `?` on the many helpers that fail with a `String`.
+impl From<String> for Outcome {
+    fn from(why: String) -> Outcome {
+        Outcome::Fail(why)
+    }
+}
+
+impl From<&str> for Outcome {
+    fn from(why: &str) -> Outcome {
+        Outcome::Fail(why.to_string())
+    }
+}
+
+/// A case body's result, the one assertion vocabulary of the guest tests:
+/// `Err` carries the failing (or skipping) outcome.
+pub type Check = Result<(), Outcome>;
+
+/// Turns a [`Check`] into the case's outcome.
+pub fn done(c: Check) -> Outcome {
+    match c {
+        Ok(()) => Outcome::Pass,
+        Err(o) => o,
+    }
+}
+
+/// A failing outcome.
+pub fn fail(msg: impl Into<String>) -> Outcome {
+    Outcome::Fail(msg.into())
+}
+
+/// A skip outcome.
+pub fn skip(msg: impl Into<String>) -> Outcome {
+    Outcome::Skip(msg.into())
+}
+
 /// Writes one KTAP document to a writer (stdout by default).
 pub struct Ktap<W: Write> {
     out: W,

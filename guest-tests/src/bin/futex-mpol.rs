@@ -70,7 +70,7 @@
 mod nodes;
 
 use guest_tests::cases::{self, diag, Case, Ctx};
-use guest_tests::ktap::Outcome;
+use guest_tests::ktap::{done, Check, Outcome};
 use guest_tests::numa::{
     self, expect_flags_rejected, list_str, mpol, node_str, page_size, pin_checked,
     set_mempolicy_home_node, wait_ms, wake, want_eq, want_err, want_ok, Mapping, Topology, Waiter,
@@ -79,28 +79,22 @@ use guest_tests::numa::{
 use guest_tests::sys::{self, FUTEX_NO_NODE};
 use std::sync::atomic::Ordering;
 
-type R = Result<Outcome, String>;
-
 const NO: u32 = FUTEX_NO_NODE;
-const PASS: R = Ok(Outcome::Pass);
+const PASS: Check = Ok(());
 /// `U32 | PRIVATE | NUMA | MPOL`.
 const NUMA_MPOL: u32 = PRIVATE_NUMA | sys::FUTEX2_MPOL;
 /// `U32 | PRIVATE | MPOL`.
 const MPOL_ONLY: u32 = PRIVATE_PLAIN | sys::FUTEX2_MPOL;
 
-fn r(x: R) -> Outcome {
-    x.unwrap_or_else(Outcome::Fail)
-}
-
 /// With `numa=0`: NUMA|MPOL and MPOL alone must be EINVAL.
-fn absent(ctx: &Ctx) -> Option<R> {
+fn absent(ctx: &Ctx) -> Option<Check> {
     if ctx.expect.numa {
         return None;
     }
     Some(
         expect_flags_rejected(NUMA_MPOL)
             .and_then(|_| expect_flags_rejected(MPOL_ONLY))
-            .map(|_| Outcome::Pass),
+            .map_err(Outcome::from),
     )
 }
 
@@ -213,8 +207,8 @@ fn remote_pairs(t: &Topology, nodes: &[u32]) -> Vec<(u32, (u32, u32))> {
     v
 }
 
-fn skip_remote(t: &Topology, what: &str) -> R {
-    Ok(Outcome::Skip(format!(
+fn skip_remote(t: &Topology, what: &str) -> Check {
+    Err(Outcome::Skip(format!(
         "needs >= 2 online nodes ({what} and an allowed CPU on another node), have {} ({})",
         t.online.len(),
         list_str(&t.online)
@@ -228,10 +222,10 @@ const ONE_MEMORY_NODE: &str = "one memory node: a policy cannot pick another nod
 /// The SKIP of such a case on fewer than two memory nodes: every node a
 /// policy names is then the one the caller's memory comes from, and
 /// `mpol=0` (the caller's node) expects the same word.
-fn another_node(t: &Topology) -> Option<R> {
+fn another_node(t: &Topology) -> Option<Check> {
     let mem = t.memory_nodes();
     (mem.len() < 2).then(|| {
-        Ok(Outcome::Skip(format!(
+        Err(Outcome::Skip(format!(
             "{ONE_MEMORY_NODE} (online {}, with memory {})",
             list_str(&t.online),
             list_str(&mem)
@@ -239,7 +233,7 @@ fn another_node(t: &Topology) -> Option<R> {
     })
 }
 
-fn preferred(ctx: &Ctx) -> R {
+fn preferred(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -257,7 +251,7 @@ fn preferred(ctx: &Ctx) -> R {
     PASS
 }
 
-fn preferred_remote(ctx: &Ctx) -> R {
+fn preferred_remote(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -272,7 +266,7 @@ fn preferred_remote(ctx: &Ctx) -> R {
     PASS
 }
 
-fn with_home(ctx: &Ctx, mode: i32, remote: bool) -> R {
+fn with_home(ctx: &Ctx, mode: i32, remote: bool) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -299,7 +293,7 @@ fn with_home(ctx: &Ctx, mode: i32, remote: bool) -> R {
     PASS
 }
 
-fn caller_node_mode(ctx: &Ctx, mode: i32, each_node: bool) -> R {
+fn caller_node_mode(ctx: &Ctx, mode: i32, each_node: bool) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -318,7 +312,7 @@ fn caller_node_mode(ctx: &Ctx, mode: i32, each_node: bool) -> R {
     PASS
 }
 
-fn default_policy(ctx: &Ctx) -> R {
+fn default_policy(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -368,7 +362,7 @@ fn default_policy(ctx: &Ctx) -> R {
     PASS
 }
 
-fn caller_node_modes_remote(ctx: &Ctx) -> R {
+fn caller_node_modes_remote(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -421,7 +415,7 @@ fn override_one(m: &Mapping, preset: u32, pol_node: u32) -> Result<(), String> {
     m.protect(0, ps, libc::PROT_READ | libc::PROT_WRITE)
 }
 
-fn explicit_override(ctx: &Ctx, remote: bool) -> R {
+fn explicit_override(ctx: &Ctx, remote: bool) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -435,7 +429,7 @@ fn explicit_override(ctx: &Ctx, remote: bool) -> R {
         }
     }
     if pairs.is_empty() {
-        return Ok(Outcome::Skip(format!(
+        return Err(Outcome::Skip(format!(
             "needs a possible node other than a memory node; possible {} has_memory {}",
             list_str(&t.possible),
             list_str(&t.memory)
@@ -449,7 +443,7 @@ fn explicit_override(ctx: &Ctx, remote: bool) -> R {
     PASS
 }
 
-fn mpol_only_no_writeback(ctx: &Ctx) -> R {
+fn mpol_only_no_writeback(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -485,7 +479,7 @@ fn mpol_only_no_writeback(ctx: &Ctx) -> R {
     PASS
 }
 
-fn mpol_only_no_alignment(ctx: &Ctx) -> R {
+fn mpol_only_no_alignment(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -515,13 +509,13 @@ fn mpol_only_no_alignment(ctx: &Ctx) -> R {
     PASS
 }
 
-fn mpol_only_routes_key(ctx: &Ctx) -> R {
+fn mpol_only_routes_key(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
     let t = topo()?;
     if !ctx.expect.private_hash {
-        return Ok(Outcome::Skip(
+        return Err(Outcome::Skip(
             "needs the private futex hash: without it a plain waker's node is a hash of the key"
                 .into(),
         ));
@@ -569,14 +563,14 @@ fn mpol_only_routes_key(ctx: &Ctx) -> R {
     PASS
 }
 
-fn mpol_only_routes_cross_node(ctx: &Ctx) -> R {
+fn mpol_only_routes_cross_node(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
     let t = topo()?;
     let mem = t.memory_nodes();
     if mem.len() < 2 {
-        return Ok(Outcome::Skip(format!(
+        return Err(Outcome::Skip(format!(
             "needs >= 2 online nodes with memory, have {} ({})",
             mem.len(),
             list_str(&mem)
@@ -635,54 +629,62 @@ fn main() {
     cases::main(
         ABOUT,
         &[
-            Case::new("preferred", |c| r(preferred(c))),
-            Case::new("preferred-remote", |c| r(preferred_remote(c))),
-            Case::new("bind-home", |c| r(with_home(c, mpol::BIND, false))),
-            Case::new("bind-home-remote", |c| r(with_home(c, mpol::BIND, true))),
-            Case::new("bind-no-home", |c| r(caller_node_mode(c, mpol::BIND, true))),
+            Case::new("preferred", |c| done(preferred(c))),
+            Case::new("preferred-remote", |c| done(preferred_remote(c))),
+            Case::new("bind-home", |c| done(with_home(c, mpol::BIND, false))),
+            Case::new("bind-home-remote", |c| done(with_home(c, mpol::BIND, true))),
+            Case::new("bind-no-home", |c| {
+                done(caller_node_mode(c, mpol::BIND, true))
+            }),
             Case::new("preferred-many-home", |c| {
-                r(with_home(c, mpol::PREFERRED_MANY, false))
+                done(with_home(c, mpol::PREFERRED_MANY, false))
             }),
             Case::new("preferred-many-home-remote", |c| {
-                r(with_home(c, mpol::PREFERRED_MANY, true))
+                done(with_home(c, mpol::PREFERRED_MANY, true))
             }),
             Case::new("preferred-many-no-home", |c| {
-                r(caller_node_mode(c, mpol::PREFERRED_MANY, false))
+                done(caller_node_mode(c, mpol::PREFERRED_MANY, false))
             }),
             Case::new("interleave", |c| {
-                r(caller_node_mode(c, mpol::INTERLEAVE, false))
+                done(caller_node_mode(c, mpol::INTERLEAVE, false))
             }),
             Case::new("weighted-interleave", |c| {
-                r(caller_node_mode(c, mpol::WEIGHTED_INTERLEAVE, false))
+                done(caller_node_mode(c, mpol::WEIGHTED_INTERLEAVE, false))
             }),
-            Case::new("local", |c| r(caller_node_mode_local(c))),
-            Case::new("default", |c| r(default_policy(c))),
+            Case::new("local", |c| done(caller_node_mode_local(c))),
+            Case::new("default", |c| done(default_policy(c))),
             Case::new("caller-node-modes-remote", |c| {
-                r(caller_node_modes_remote(c))
+                done(caller_node_modes_remote(c))
             }),
             Case::new("explicit-node-overrides-policy", |c| {
-                r(explicit_override(c, false))
+                done(explicit_override(c, false))
             }),
             Case::new("explicit-node-overrides-policy-remote", |c| {
-                r(explicit_override(c, true))
+                done(explicit_override(c, true))
             }),
-            Case::new("mpol-only-no-writeback", |c| r(mpol_only_no_writeback(c))),
-            Case::new("mpol-only-no-alignment", |c| r(mpol_only_no_alignment(c))),
-            Case::new("mpol-only-routes-key", |c| r(mpol_only_routes_key(c))),
+            Case::new("mpol-only-no-writeback", |c| {
+                done(mpol_only_no_writeback(c))
+            }),
+            Case::new("mpol-only-no-alignment", |c| {
+                done(mpol_only_no_alignment(c))
+            }),
+            Case::new("mpol-only-routes-key", |c| done(mpol_only_routes_key(c))),
             Case::new("mpol-only-routes-key-cross-node", |c| {
-                r(mpol_only_routes_cross_node(c))
+                done(mpol_only_routes_cross_node(c))
             }),
-            Case::new("task-policy-ignored", |c| r(nodes::task_policy_ignored(c))),
-            Case::new("waitv-entry-nodes", |c| r(nodes::waitv_entry_nodes(c))),
+            Case::new("task-policy-ignored", |c| {
+                done(nodes::task_policy_ignored(c))
+            }),
+            Case::new("waitv-entry-nodes", |c| done(nodes::waitv_entry_nodes(c))),
             Case::new("requeue-across-nodes", |c| {
-                r(nodes::requeue_across_nodes(c))
+                done(nodes::requeue_across_nodes(c))
             }),
         ],
     );
 }
 
 /// LOCAL takes no nodemask.
-fn caller_node_mode_local(ctx: &Ctx) -> R {
+fn caller_node_mode_local(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }

@@ -18,18 +18,12 @@ mod robust;
 mod timeouts;
 
 use guest_tests::cases::{Case, Ctx};
-use guest_tests::ktap::Outcome;
+use guest_tests::ktap::{done, fail, Check, Outcome};
 use guest_tests::mapping::Mapping;
 use guest_tests::sys::{self, Errno, FutexWaitv};
 use guest_tests::{cases, clock, hash};
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
-
-type R = Result<Outcome, String>;
-
-fn r(res: R) -> Outcome {
-    res.unwrap_or_else(Outcome::Fail)
-}
 
 // The uapi names, as the kernel's selftests spell them.
 use sys::futex_op::{
@@ -76,10 +70,10 @@ fn abs(clock: libc::clockid_t, ms: u64) -> libc::timespec {
     }
 }
 
-fn want_err(what: &str, got: Result<i64, Errno>, want: i32) -> R {
+fn want_err(what: &str, got: Result<i64, Errno>, want: i32) -> Check {
     match got {
-        Err(e) if e.0 == want => Ok(Outcome::Pass),
-        other => Err(format!("{what}: want {}, got {other:?}", Errno(want))),
+        Err(e) if e.0 == want => Ok(()),
+        other => Err(fail(format!("{what}: want {}, got {other:?}", Errno(want)))),
     }
 }
 
@@ -117,7 +111,7 @@ fn p(w: &AtomicU32) -> *const u32 {
 
 // ---- wait / wake -----------------------------------------------------
 
-fn wait_wake(op_flags: u32, w: &'static AtomicU32) -> R {
+fn wait_wake(op_flags: u32, w: &'static AtomicU32) -> Check {
     let waiter = std::thread::spawn(move || {
         let t = rel(10_000);
         futex(
@@ -141,17 +135,17 @@ fn wait_wake(op_flags: u32, w: &'static AtomicU32) -> R {
         }
     }
     match waiter.join() {
-        Ok(Ok(0)) => Ok(Outcome::Pass),
-        other => Err(format!("waiter returned {other:?}")),
+        Ok(Ok(0)) => Ok(()),
+        other => Err(fail(format!("waiter returned {other:?}"))),
     }
 }
 
-fn wait_wake_private(_: &Ctx) -> R {
+fn wait_wake_private(_: &Ctx) -> Check {
     wait_wake(FUTEX_PRIVATE_FLAG, word(0))
 }
 
 /// Shared futex in a MAP_SHARED mapping, waiter in a forked child.
-fn shared_fork(m: *mut u32) -> R {
+fn shared_fork(m: *mut u32) -> Check {
     // SAFETY: the child only makes raw syscalls and leaves with _exit.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
@@ -194,13 +188,13 @@ fn shared_fork(m: *mut u32) -> R {
 }
 
 trait PipeOk {
-    fn pipe_ok(self) -> R;
+    fn pipe_ok(self) -> Check;
 }
 impl PipeOk for Outcome {
-    fn pipe_ok(self) -> R {
+    fn pipe_ok(self) -> Check {
         match self {
-            Outcome::Fail(m) => Err(m),
-            o => Ok(o),
+            Outcome::Pass => Ok(()),
+            o => Err(o),
         }
     }
 }
@@ -212,7 +206,7 @@ fn map(len: usize, flags: i32, fd: i32) -> Result<*mut u32, String> {
     Ok(m.leak().addr() as *mut u32)
 }
 
-fn wait_wake_shared_anon(_: &Ctx) -> R {
+fn wait_wake_shared_anon(_: &Ctx) -> Check {
     shared_fork(map(4096, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1)?)
 }
 
@@ -233,14 +227,14 @@ fn temp_file() -> Result<i32, String> {
     Ok(fd)
 }
 
-fn wait_wake_shared_file(_: &Ctx) -> R {
+fn wait_wake_shared_file(_: &Ctx) -> Check {
     let fd = temp_file()?;
     shared_fork(map(4096, libc::MAP_SHARED, fd)?)
 }
 
 /// Upstream futex_wait_private_mapped_file: a private futex in a
 /// MAP_PRIVATE file mapping (COW page) between two threads.
-fn wait_private_mapped_file(_: &Ctx) -> R {
+fn wait_private_mapped_file(_: &Ctx) -> Check {
     let fd = temp_file()?;
     let m = map(4096, libc::MAP_PRIVATE, fd)? as usize;
     let waiter = std::thread::spawn(move || {
@@ -274,14 +268,14 @@ fn wait_private_mapped_file(_: &Ctx) -> R {
         }
     }
     match waiter.join() {
-        Ok(Ok(0)) => Ok(Outcome::Pass),
-        o => Err(format!("waiter returned {o:?}")),
+        Ok(Ok(0)) => Ok(()),
+        o => Err(fail(format!("waiter returned {o:?}"))),
     }
 }
 
 /// Upstream futex_wait_uninitialized_heap: waiting on a never-touched
 /// anonymous page (value 0) for 1 returns EAGAIN instead of faulting.
-fn wait_uninitialized_heap(_: &Ctx) -> R {
+fn wait_uninitialized_heap(_: &Ctx) -> Check {
     let m = map(4096, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)?;
     let t = rel(1000);
     want_err(
@@ -291,7 +285,7 @@ fn wait_uninitialized_heap(_: &Ctx) -> R {
     )
 }
 
-fn wait_wouldblock(_: &Ctx) -> R {
+fn wait_wouldblock(_: &Ctx) -> Check {
     let w = word(1);
     let t = rel(1000);
     want_err(
@@ -343,7 +337,7 @@ fn waitv_entry(w: &AtomicU32, val: u64, flags: u32) -> FutexWaitv {
 
 const U32_PRIV: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE;
 
-fn waitv_wouldblock(_: &Ctx) -> R {
+fn waitv_wouldblock(_: &Ctx) -> Check {
     let w = word(1);
     let t = abs(libc::CLOCK_MONOTONIC, 1000);
     want_err(
@@ -358,7 +352,7 @@ fn waitv_wouldblock(_: &Ctx) -> R {
     )
 }
 
-fn waitv_invalid_flag(_: &Ctx) -> R {
+fn waitv_invalid_flag(_: &Ctx) -> Check {
     let w = word(0);
     let t = abs(libc::CLOCK_MONOTONIC, 1000);
     // A flag bit futex2 does not define, in the entry.
@@ -374,7 +368,7 @@ fn waitv_invalid_flag(_: &Ctx) -> R {
     )
 }
 
-fn waitv_unaligned_einval(_: &Ctx) -> R {
+fn waitv_unaligned_einval(_: &Ctx) -> Check {
     let w = word(0);
     let mut e = waitv_entry(w, 0, U32_PRIV);
     e.uaddr += 1;
@@ -386,7 +380,7 @@ fn waitv_unaligned_einval(_: &Ctx) -> R {
     )
 }
 
-fn waitv_null_address(_: &Ctx) -> R {
+fn waitv_null_address(_: &Ctx) -> Check {
     let t = abs(libc::CLOCK_MONOTONIC, 1000);
     // A NULL waiters array with nr 1: the kernel must fault cleanly.
     let got = sys::futex_waitv_raw(0, 1, 0, &t as *const _ as u64, libc::CLOCK_MONOTONIC as u64);
@@ -406,7 +400,7 @@ fn waitv_null_address(_: &Ctx) -> R {
     )
 }
 
-fn waitv_invalid_clockid(_: &Ctx) -> R {
+fn waitv_invalid_clockid(_: &Ctx) -> Check {
     let w = word(0);
     let t = abs(libc::CLOCK_MONOTONIC, 1000);
     want_err(
@@ -417,7 +411,7 @@ fn waitv_invalid_clockid(_: &Ctx) -> R {
 }
 
 /// futex_waitv on a shared (not PRIVATE) futex woken by a forked process.
-fn waitv_shared(_: &Ctx) -> R {
+fn waitv_shared(_: &Ctx) -> Check {
     let m = map(4096, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1)?;
     // SAFETY: the child makes raw syscalls only and leaves with _exit.
     let pid = unsafe { libc::fork() };
@@ -475,45 +469,51 @@ fn main() {
     cases::main(
         ABOUT,
         &[
-            c("wait-wake-private", |x| r(wait_wake_private(x))),
-            c("wait-wake-shared-anon", |x| r(wait_wake_shared_anon(x))),
-            c("wait-wake-shared-file", |x| r(wait_wake_shared_file(x))),
+            c("wait-wake-private", |x| done(wait_wake_private(x))),
+            c("wait-wake-shared-anon", |x| done(wait_wake_shared_anon(x))),
+            c("wait-wake-shared-file", |x| done(wait_wake_shared_file(x))),
             c("wait-private-mapped-file", |x| {
-                r(wait_private_mapped_file(x))
+                done(wait_private_mapped_file(x))
             }),
-            c("wait-uninitialized-heap", |x| r(wait_uninitialized_heap(x))),
-            c("wait-wouldblock", |x| r(wait_wouldblock(x))),
+            c("wait-uninitialized-heap", |x| {
+                done(wait_uninitialized_heap(x))
+            }),
+            c("wait-wouldblock", |x| done(wait_wouldblock(x))),
             c("wait-timeout-relative", wait_timeout_relative),
             c(
                 "wait-bitset-timeout-absolute",
                 timeouts::wait_bitset_timeout_absolute,
             ),
             c("waitv-timeout", timeouts::waitv_timeout),
-            c("waitv-wouldblock", |x| r(waitv_wouldblock(x))),
-            c("waitv-invalid-flag", |x| r(waitv_invalid_flag(x))),
-            c("waitv-unaligned-einval", |x| r(waitv_unaligned_einval(x))),
-            c("waitv-null-address", |x| r(waitv_null_address(x))),
-            c("waitv-invalid-clockid", |x| r(waitv_invalid_clockid(x))),
-            c("waitv-shared", |x| r(waitv_shared(x))),
+            c("waitv-wouldblock", |x| done(waitv_wouldblock(x))),
+            c("waitv-invalid-flag", |x| done(waitv_invalid_flag(x))),
+            c("waitv-unaligned-einval", |x| {
+                done(waitv_unaligned_einval(x))
+            }),
+            c("waitv-null-address", |x| done(waitv_null_address(x))),
+            c("waitv-invalid-clockid", |x| done(waitv_invalid_clockid(x))),
+            c("waitv-shared", |x| done(waitv_shared(x))),
             c("requeue-single", requeue::requeue_single),
             c("requeue-multiple", requeue::requeue_multiple),
             c("lock-pi-timeout", timeouts::lock_pi_timeout),
             c("requeue-pi-timeout", timeouts::requeue_pi_timeout),
             c("requeue-pi-wakes-owner", |x| {
-                r(requeue::requeue_pi_wakes_owner(x))
+                done(requeue::requeue_pi_wakes_owner(x))
             }),
             c("requeue-pi-mismatched-ops", |x| {
-                r(requeue::requeue_pi_mismatched_ops(x))
+                done(requeue::requeue_pi_mismatched_ops(x))
             }),
             c(
                 "requeue-pi-signal-restart",
                 requeue::requeue_pi_signal_restart,
             ),
-            c("lock-pi-owner-dies", |x| r(robust::lock_pi_owner_dies(x))),
-            c("robust-set-invalid-size", |x| {
-                r(robust::robust_set_invalid_size(x))
+            c("lock-pi-owner-dies", |x| {
+                done(robust::lock_pi_owner_dies(x))
             }),
-            c("robust-get-self", |x| r(robust::robust_get_self(x))),
+            c("robust-set-invalid-size", |x| {
+                done(robust::robust_set_invalid_size(x))
+            }),
+            c("robust-get-self", |x| done(robust::robust_get_self(x))),
             c("robust-owner-died", robust::robust_owner_died),
         ],
     );

@@ -4,9 +4,9 @@
 //! Each needs two online nodes with memory and a CPU on one of them, and
 //! SKIPs naming what it has otherwise.
 
-use super::{absent, topo, Policy, NO, NUMA_MPOL, PASS, R};
+use super::{absent, topo, Policy, NO, NUMA_MPOL, PASS};
 use guest_tests::cases::{diag, Ctx};
-use guest_tests::ktap::Outcome;
+use guest_tests::ktap::{Check, Outcome};
 use guest_tests::numa::{
     list_str, mpol, pin_checked, waitv_entry, wake, want_eq, want_ok, Mapping, Topology, Waiter,
     PRIVATE_NUMA, PRIVATE_PLAIN,
@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 
 /// Two memory nodes `(a, b)` with a CPU on `a` (the caller's node), or the
 /// SKIP saying what is missing.
-fn two_nodes(t: &Topology) -> Result<(u32, u32, u32), R> {
+fn two_nodes(t: &Topology) -> Result<(u32, u32, u32), Outcome> {
     let mem = t.memory_nodes();
     for &(cpu, a) in &t.pin_targets() {
         if let Some(&b) = mem.iter().find(|&&n| n != a) {
@@ -25,12 +25,12 @@ fn two_nodes(t: &Topology) -> Result<(u32, u32, u32), R> {
             }
         }
     }
-    Err(Ok(Outcome::Skip(format!(
+    Err(Outcome::Skip(format!(
         "needs 2 online nodes with memory and an allowed CPU on one of them; \
          online {}, with memory {}",
         list_str(&t.online),
         list_str(&mem)
-    ))))
+    )))
 }
 
 fn mask(nodes: &[u32]) -> [u64; 16] {
@@ -45,7 +45,7 @@ fn mask(nodes: &[u32]) -> [u64; 16] {
 /// naming another node than the caller's, and no VMA policy: NUMA|MPOL
 /// writes the caller's node, exactly what NUMA alone writes; an MPOL-only
 /// waiter stays in the private table (a plain private waker wakes it).
-pub fn task_policy_ignored(ctx: &Ctx) -> R {
+pub fn task_policy_ignored(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
@@ -59,7 +59,7 @@ pub fn task_policy_ignored(ctx: &Ctx) -> R {
         }
     }
     if pairs.is_empty() {
-        return Ok(Outcome::Skip(format!(
+        return Err(Outcome::Skip(format!(
             "needs a node with memory and an allowed CPU on another node; online {}, with memory {}",
             list_str(&t.online),
             list_str(&t.memory_nodes())
@@ -143,15 +143,12 @@ pub fn task_policy_ignored(ctx: &Ctx) -> R {
 /// queues on its own node (MPOL resolved in the waitv: the word reads b);
 /// a wake of an entry's word with another node misses it (0), one with
 /// its node wakes it (1) and waitv returns that entry's index.
-pub fn waitv_entry_nodes(ctx: &Ctx) -> R {
+pub fn waitv_entry_nodes(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
     let t = topo()?;
-    let (cpu, a, b) = match two_nodes(&t) {
-        Ok(x) => x,
-        Err(skip) => return skip,
-    };
+    let (cpu, a, b) = two_nodes(&t)?;
     pin_checked(cpu, a)?;
     let m = Mapping::anon(1, false)?;
     let p = Mapping::anon(1, false)?;
@@ -229,15 +226,12 @@ pub fn waitv_entry_nodes(ctx: &Ctx) -> R {
 /// missed by wakes of the source word (node a) and of the target word with
 /// node a (0), and woken by the target word with node b (1). Then the same
 /// with NUMA|MPOL words {0, -1} on pages with VMA PREFERRED {a} and {b}.
-pub fn requeue_across_nodes(ctx: &Ctx) -> R {
+pub fn requeue_across_nodes(ctx: &Ctx) -> Check {
     if let Some(o) = absent(ctx) {
         return o;
     }
     let t = topo()?;
-    let (cpu, a, b) = match two_nodes(&t) {
-        Ok(x) => x,
-        Err(skip) => return skip,
-    };
+    let (cpu, a, b) = two_nodes(&t)?;
     pin_checked(cpu, a)?;
     let m = Mapping::anon(1, false)?;
     m.set(0, 0, a);

@@ -7,12 +7,12 @@
 //! (`ops::Waiters`: `/proc/self/task/<tid>/stat` state S in `futex`)
 //! before anything acts on it, so counts are exact, not "at least".
 
-use super::{abs, futex, gettid, p, rel, ts_ptr, want_err, word, PipeOk, Settle, R};
+use super::{abs, futex, gettid, p, rel, ts_ptr, want_err, word, PipeOk, Settle};
 use super::{FUTEX_CMP_REQUEUE_PI, FUTEX_PRIVATE_FLAG, FUTEX_TID_MASK, FUTEX_UNLOCK_PI};
 use super::{FUTEX_LOCK_PI, FUTEX_WAIT, FUTEX_WAIT_REQUEUE_PI, FUTEX_WAKE};
 use guest_tests::cases::Ctx;
 use guest_tests::hash::{self, done, ensure_res, Check};
-use guest_tests::ktap::Outcome;
+use guest_tests::ktap::{fail, Outcome};
 use guest_tests::ops::{
     self, addr, ensure_wake, ensure_word, op, Queue, Waiters, ALL, ANY32, SC_FUTEX,
 };
@@ -65,7 +65,7 @@ pub fn requeue_multiple(_: &Ctx) -> Outcome {
 
 /// A waiter in FUTEX_WAIT_REQUEUE_PI on f1 is requeued to the PI futex f2
 /// held by the waker; when the waker unlocks, the waiter owns f2.
-pub fn requeue_pi_wakes_owner(_: &Ctx) -> R {
+pub fn requeue_pi_wakes_owner(_: &Ctx) -> Check {
     let (f1, f2) = (word(0), word(0));
     futex(
         p(f2),
@@ -115,7 +115,7 @@ pub fn requeue_pi_wakes_owner(_: &Ctx) -> R {
         ) {
             Ok(n) if n >= 1 => break,
             Ok(_) => {}
-            Err(e) => return Err(format!("FUTEX_CMP_REQUEUE_PI: {e}")),
+            Err(e) => return Err(fail(format!("FUTEX_CMP_REQUEUE_PI: {e}"))),
         }
         if start.elapsed() > Duration::from_secs(10) {
             return Err("FUTEX_CMP_REQUEUE_PI never found the waiter".into());
@@ -140,7 +140,7 @@ pub fn requeue_pi_wakes_owner(_: &Ctx) -> R {
 /// Upstream futex_requeue_pi_mismatched_ops: FUTEX_CMP_REQUEUE_PI on a
 /// plain FUTEX_WAIT waiter is EINVAL (and the waiter is still woken by a
 /// plain wake).
-pub fn requeue_pi_mismatched_ops(_: &Ctx) -> R {
+pub fn requeue_pi_mismatched_ops(_: &Ctx) -> Check {
     let (f1, f2) = (word(0), word(0));
     let waiter = std::thread::spawn(move || {
         let ts = rel(20_000);

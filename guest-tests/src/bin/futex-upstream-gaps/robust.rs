@@ -2,11 +2,11 @@
 //! blocked waiter, and robust lists (`set_robust_list`, the kernel's
 //! exit-time walk in `exit_robust_list()` / `handle_futex_death()`).
 
-use super::{abs, futex, gettid, p, ts_ptr, want_err, word, PipeOk, R};
+use super::{abs, futex, gettid, p, ts_ptr, want_err, word, PipeOk};
 use super::{FUTEX_LOCK_PI, FUTEX_OWNER_DIED, FUTEX_PRIVATE_FLAG, FUTEX_TID_MASK};
 use guest_tests::cases::Ctx;
 use guest_tests::hash::{self, done, ensure_res, Worker};
-use guest_tests::ktap::Outcome;
+use guest_tests::ktap::{fail, Check, Outcome};
 use guest_tests::ops::{self, addr, ensure_word, op, Waiters, SC_FUTEX};
 use guest_tests::sys::{self, Errno};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// Upstream futex_lock_pi_exiting (owner_dies_with_blocked_waiter): the
 /// owner of a PI futex exits with a waiter blocked in FUTEX_LOCK_PI; the
 /// waiter gets the lock with FUTEX_OWNER_DIED set.
-pub fn lock_pi_owner_dies(_: &Ctx) -> R {
+pub fn lock_pi_owner_dies(_: &Ctx) -> Check {
     let m = word(0);
     let locked = word(0);
     let owner = std::thread::spawn(move || {
@@ -48,7 +48,7 @@ pub fn lock_pi_owner_dies(_: &Ctx) -> R {
     });
     let o = owner.join().map_err(|_| "owner panicked".to_string())?;
     if o != Ok(0) {
-        return Err(format!("owner's FUTEX_LOCK_PI: {o:?}"));
+        return Err(fail(format!("owner's FUTEX_LOCK_PI: {o:?}")));
     }
     let (r, val, tid) = waiter.join().map_err(|_| "waiter panicked".to_string())?;
     Outcome::check(
@@ -85,7 +85,7 @@ fn set_robust_list(head: *const RobustHead, len: usize) -> Result<i64, Errno> {
     }
 }
 
-pub fn robust_set_invalid_size(_: &Ctx) -> R {
+pub fn robust_set_invalid_size(_: &Ctx) -> Check {
     let head = Box::leak(Box::new(RobustHead {
         next: 0,
         offset: 0,
@@ -99,7 +99,7 @@ pub fn robust_set_invalid_size(_: &Ctx) -> R {
     )
 }
 
-pub fn robust_get_self(_: &Ctx) -> R {
+pub fn robust_get_self(_: &Ctx) -> Check {
     let head = Box::leak(Box::new(RobustHead {
         next: 0,
         offset: 0,
