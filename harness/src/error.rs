@@ -176,6 +176,10 @@ pub mod exit {
             "every cell at the machine's width, results in one JSON file",
         ),
         (
+            "harness report html results.json -o report.html",
+            "one self-contained page of a run: grid, failures, kernel reports",
+        ),
+        (
             "harness bisect --tree $HOME/linux --good v7.2 --bad HEAD --test 'futex/futex-prctl/*'",
             "the commit that broke a case",
         ),

@@ -134,6 +134,10 @@ struct RunArgs {
     /// JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Self-contained HTML report of the run (docs/report.md), rewritten
+    /// as cells finish.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     #[command(flatten)]
     kcidb: args::KcidbArgs,
     #[command(flatten)]
@@ -286,12 +290,10 @@ fn main() -> ExitCode {
                 .map_err(anyhow::Error::from)
                 .and_then(|r| r),
             Command::Bisect(args) => bisect(args).await,
-            Command::Report(args::ReportCommand::Kcidb(args)) => {
-                tokio::task::spawn_blocking(move || args.run())
-                    .await
-                    .map_err(anyhow::Error::from)
-                    .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
-            }
+            Command::Report(cmd) => tokio::task::spawn_blocking(move || cmd.run())
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from)),
             Command::BisectStep(args) => {
                 let stepped = harness::bisect::step(args, say).await;
                 if !stepped.line.is_empty() {
@@ -432,6 +434,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     harness::outputs::check_files(&[
         ("--junit", args.junit.as_deref()),
         ("--json", args.json.as_deref()),
+        ("--html", args.html.as_deref()),
         ("--kcidb", args.kcidb.kcidb.as_deref()),
     ])
     .map_err(Error::usage)?;
@@ -499,6 +502,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     reporters.add(Junit::new(&junit_path, "harness run"));
     if let Some(p) = &args.json {
         reporters.add(Json::new(p));
+    }
+    if let Some(p) = &args.html {
+        reporters.add(harness::reporter::html::Html::new(p));
     }
     if let Some((p, opts)) = args.kcidb.output() {
         reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
