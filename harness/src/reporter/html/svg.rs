@@ -16,7 +16,7 @@ const PALETTE: [&str; 9] = [
 const BAR_W: f64 = 600.0;
 
 /// A cell's phases (seconds each) as one stacked bar with a legend; the
-/// phases of no time are left out of the bar, not the legend.
+/// phases of no time are left out of both (each keeps its colour).
 pub(super) fn phases(out: &mut String, phases: &BTreeMap<String, f64>) {
     let total: f64 = phases.values().filter(|s| s.is_finite() && **s > 0.0).sum();
     let _ = write!(
@@ -39,6 +39,9 @@ pub(super) fn phases(out: &mut String, phases: &BTreeMap<String, f64>) {
     }
     out.push_str("</svg>\n<p class=\"legend\">");
     for (i, (name, s)) in phases.iter().enumerate() {
+        if !(s.is_finite() && *s >= 0.005) {
+            continue;
+        }
         let _ = write!(
             out,
             "<span><i style=\"background:{}\"></i>{} {s:.2} s</span> ",
