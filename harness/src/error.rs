@@ -180,6 +180,10 @@ pub mod exit {
             "what changed between the last two matrix runs (exit 1: a regression)",
         ),
         (
+            "harness report html results.json -o report.html",
+            "one self-contained page of a run: grid, failures, kernel reports",
+        ),
+        (
             "harness bisect --tree $HOME/linux --good v7.2 --bad HEAD --test 'futex/futex-prctl/*'",
             "the commit that broke a case",
         ),

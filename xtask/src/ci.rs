@@ -4,7 +4,7 @@ use anyhow::Result;
 use xshell::{cmd, Shell};
 
 /// `harness setup --yes` (what is missing installed, nothing when all is
-/// there), fmt, clippy (-D warnings), the CI's own lint (actionlint,
+/// there), the tests' own tools (`ci/install-test-deps.sh`), fmt, clippy (-D warnings), the CI's own lint (actionlint,
 /// workflow schema, shellcheck), 20 s of fuzzing, `harness kernel build
 /// 7.3`, then all tests with real VMs enabled, on Debian's kernels and on
 /// `source:7.3`, and the real-kernel-tree configuration tests.
@@ -13,6 +13,9 @@ pub fn run(sh: &Shell) -> Result<()> {
     // virtiofsd, gpgv and the keyring, static glibc, the kernel build
     // tools: a fresh machine gets them here, a ready one is told so.
     cmd!(sh, "cargo run --quiet -p harness -- setup --yes").run()?;
+    // What only the tests need (headless Chromium for the HTML report's
+    // browser test): the CI's dependency, not the users', so not `setup`'s.
+    cmd!(sh, "bash ci/install-test-deps.sh").run()?;
     cmd!(sh, "cargo fmt --all -- --check").run()?;
     cmd!(sh, "cargo clippy --workspace --all-targets -- -D warnings").run()?;
     cmd!(sh, "bash ci/lint.sh").run()?;

@@ -12,6 +12,9 @@
 //!   UTF-8 and XML metacharacters (`<>&"'`, `]]>`); exits 0.
 //! - `flood MIB`: prints exactly MIB MiB of 64-byte lines; exits 0.
 //! - `exit CODE`: exits with CODE (0-255) at once.
+//! - `fail MESSAGE`: a one-case KTAP document whose case fails with
+//!   MESSAGE as its diagnostic; exits 1. Hostile text the reports must
+//!   show as text (the HTML report's test).
 //! - `warn`: triggers a kernel WARNING through LKDTM (mounts debugfs if
 //!   needed, writes `WARNING` to `/sys/kernel/debug/provoke-crash/DIRECT`);
 //!   exits 4 (skip) if the kernel has no LKDTM (`CONFIG_LKDTM`). There is no
@@ -52,7 +55,7 @@ use std::io::Write;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault lkdtm-others TYPE [--force]\n       fault exit CODE\n       fault fail-on-run N";
+    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault lkdtm-others TYPE [--force]\n       fault exit CODE\n       fault fail MESSAGE\n       fault fail-on-run N";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -107,6 +110,11 @@ fn main() {
             Ok(code) => code.into(),
             Err(_) => usage(&format!("exit: {code:?} is not a status 0-255")),
         },
+        ["fail", message] => {
+            let message = message.replace('\n', " ");
+            println!("KTAP version 1\n1..1\n# {message}\nnot ok 1 fail");
+            1
+        }
         _ => usage("unknown or missing mode"),
     };
     std::process::exit(code)

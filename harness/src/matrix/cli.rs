@@ -42,6 +42,8 @@ pub struct Request {
     /// With --list: list as JSON for a CI job matrix. Otherwise `--json
     /// FILE` writes the JSON results file (schema: docs/results.md).
     pub json: Option<Option<PathBuf>>,
+    /// `--html FILE`: the HTML report (docs/report.md).
+    pub html: Option<PathBuf>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
     pub shard: Option<(usize, usize)>,
     /// Stop starting cells after the first unexpected result.
@@ -158,6 +160,7 @@ pub async fn matrix(
     // kernel fetched.
     crate::outputs::check_files(&[
         ("--json", args.json.as_ref().and_then(|j| j.as_deref())),
+        ("--html", args.html.as_deref()),
         ("--kcidb", args.kcidb.as_ref().map(|(p, _)| p.as_path())),
         ("--costs", args.costs.as_deref()),
         ("--history", args.history.file()),
@@ -326,6 +329,9 @@ pub async fn matrix(
         if let Some(Some(p)) = &args.json {
             writes.push(format!("{} (the JSON results)", p.display()));
         }
+        if let Some(p) = &args.html {
+            writes.push(format!("{} (the HTML report)", p.display()));
+        }
         if let Some((p, _)) = &args.kcidb {
             writes.push(format!("{} (the KCIDB document)", p.display()));
         }
@@ -350,6 +356,9 @@ pub async fn matrix(
     reporters.add(Junit::new(&run::aggregate_path(&args.out), "harness matrix").per_cell());
     if let Some(Some(path)) = &args.json {
         reporters.add(crate::reporter::json::Json::new(path));
+    }
+    if let Some(path) = &args.html {
+        reporters.add(crate::reporter::html::Html::new(path));
     }
     if let Some((path, opts)) = &args.kcidb {
         reporters.add(crate::reporter::kcidb::Kcidb::new(path, opts.clone()));

@@ -19,6 +19,23 @@ pub use crate::results::SCHEMA_VERSION;
 /// Writes the results file as cells finish.
 pub struct Json {
     path: PathBuf,
+    doc: Document,
+}
+
+impl Json {
+    /// The document at `path`.
+    pub fn new(path: &Path) -> Json {
+        Json {
+            path: path.to_path_buf(),
+            doc: Document::new(),
+        }
+    }
+}
+
+/// The results document as a run's events build it: what the JSON file
+/// holds and what the HTML report ([`super::html`]) renders, built in this
+/// one place.
+pub struct Document {
     doc: Results,
     /// The cells that ran, for the run's phases.
     ran: Vec<CellTimes>,
@@ -27,11 +44,16 @@ pub struct Json {
     staleness: crate::known::Staleness,
 }
 
-impl Json {
-    /// The document at `path`.
-    pub fn new(path: &Path) -> Json {
-        Json {
-            path: path.to_path_buf(),
+impl Default for Document {
+    fn default() -> Document {
+        Document::new()
+    }
+}
+
+impl Document {
+    /// No run yet.
+    pub fn new() -> Document {
+        Document {
             doc: Results {
                 schema_version: SCHEMA_VERSION,
                 ..Results::default()
@@ -41,7 +63,43 @@ impl Json {
         }
     }
 
-    fn write(&mut self) -> Result<(), ReportError> {
+    /// Takes one event; true when the document changed (a file to rewrite).
+    pub fn observe(&mut self, event: &Event) -> bool {
+        match event {
+            Event::RunStarted { cells, host, at } => {
+                self.doc.run = run_meta(host, *at);
+                self.doc.cells = cells
+                    .iter()
+                    .map(|m| {
+                        cell(&CellOutcome::without_result(
+                            m.clone(),
+                            CellStatus::NotRun("not run".into()),
+                        ))
+                    })
+                    .collect();
+            }
+            Event::CellFinished(o) => {
+                self.ran.extend(o.times());
+                self.staleness.observe(o);
+                let v = cell(o);
+                match self.doc.cells.get_mut(o.meta.index) {
+                    Some(slot) => *slot = v,
+                    None => self.doc.cells.push(v),
+                }
+            }
+            Event::RunFinished {
+                stats: s,
+                interrupted,
+            } => {
+                self.doc.run.stats = Some(stats(s, *interrupted, &self.ran));
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// The document as of now, its known-failure lists brought up to date.
+    pub fn results(&mut self) -> &Results {
         let entry = |k: &crate::result::KnownFailure| model::KnownFailureEntry {
             entry: k.at.clone(),
             suite: k.suite.clone(),
@@ -54,9 +112,7 @@ impl Json {
         self.doc.run.stale_known_failures = self.staleness.stale().into_iter().map(entry).collect();
         self.doc.run.unseen_known_failures =
             self.staleness.unseen().into_iter().map(entry).collect();
-        let mut text = serde_json::to_string_pretty(&self.doc).unwrap_or_default();
-        text.push('\n');
-        write_atomic(&self.path, text.as_bytes())
+        &self.doc
     }
 }
 
@@ -289,39 +345,12 @@ fn stats(stats: &RunStats, interrupted: bool, cells: &[CellTimes]) -> model::Sta
 
 impl Reporter for Json {
     fn report(&mut self, event: &Event) -> Result<(), ReportError> {
-        match event {
-            Event::RunStarted { cells, host, at } => {
-                self.doc.run = run_meta(host, *at);
-                self.doc.cells = cells
-                    .iter()
-                    .map(|m| {
-                        cell(&CellOutcome::without_result(
-                            m.clone(),
-                            CellStatus::NotRun("not run".into()),
-                        ))
-                    })
-                    .collect();
-                self.write()
-            }
-            Event::CellFinished(o) => {
-                self.ran.extend(o.times());
-                self.staleness.observe(o);
-                let v = cell(o);
-                match self.doc.cells.get_mut(o.meta.index) {
-                    Some(slot) => *slot = v,
-                    None => self.doc.cells.push(v),
-                }
-                self.write()
-            }
-            Event::RunFinished {
-                stats: s,
-                interrupted,
-            } => {
-                self.doc.run.stats = Some(stats(s, *interrupted, &self.ran));
-                self.write()
-            }
-            _ => Ok(()),
+        if !self.doc.observe(event) {
+            return Ok(());
         }
+        let mut text = serde_json::to_string_pretty(self.doc.results()).unwrap_or_default();
+        text.push('\n');
+        write_atomic(&self.path, text.as_bytes())
     }
 }
 

@@ -1,12 +1,14 @@
 //! Reporters: subscribers of the runner's [`Event`] stream. Each output of
 //! a run is one reporter in one file — the terminal (in the binary), JUnit
-//! ([`junit`]), the JSON results file ([`json`]) and the exit status
-//! ([`exit`]), the results history ([`history`]) — and a new output is a new file here, not a change to the
+//! ([`junit`]), the JSON results file ([`json`]), the HTML report
+//! ([`html`]), the results history ([`history`]) and the exit status
+//! ([`exit`]) — and a new output is a new file here, not a change to the
 //! front doors or the runner (nextest-runner's `reporter/` is the model).
 
 pub mod costs;
 pub mod exit;
 pub mod history;
+pub mod html;
 pub mod json;
 pub mod junit;
 pub mod kcidb;

@@ -1,6 +1,6 @@
 //! The command line of the front doors that live in the library
-//! (`matrix`, `junit merge`, `bench`, `report kcidb`, and the `--kcidb`
-//! flags of `run` and `matrix`): clap types here, plain requests there.
+//! (`matrix`, `junit merge`, `bench`, `report kcidb`, `report html`, and
+//! the `--kcidb` flags of `run` and `matrix`): clap types here, plain requests there.
 
 use harness::bench;
 use harness::host::AccelChoice;
@@ -61,6 +61,10 @@ pub struct MatrixArgs {
     /// FILE` writes the JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub json: Option<Option<PathBuf>>,
+    /// Self-contained HTML report of the run (docs/report.md), rewritten
+    /// as cells finish.
+    #[arg(long, value_name = "FILE", conflicts_with = "list")]
+    pub html: Option<PathBuf>,
     /// Run shard I of N (1-based; deterministic, balanced by cost).
     #[arg(long, value_name = "I/N", value_parser = harness::matrix::plan::parse_shard)]
     pub shard: Option<(usize, usize)>,
@@ -205,6 +209,7 @@ impl MatrixArgs {
             list: self.list,
             dry_run: self.dry_run,
             json: self.json,
+            html: self.html,
             shard: self.shard,
             fail_fast: self.fail_fast,
             rerun_failed: self.rerun_failed,
@@ -349,6 +354,48 @@ pub enum ReportCommand {
     /// A KernelCI KCIDB document (schema 5.3, docs/kcidb.md); with
     /// --submit, posted to a KCIDB-ng service.
     Kcidb(KcidbReportArgs),
+    /// One self-contained HTML page of one or more JSON results files
+    /// (docs/report.md).
+    Html(HtmlReportArgs),
+}
+
+impl ReportCommand {
+    /// Runs the report.
+    pub fn run(self) -> Result<(), harness::error::Error> {
+        match self {
+            ReportCommand::Kcidb(a) => a.run(),
+            ReportCommand::Html(a) => a.run(),
+        }
+    }
+}
+
+/// `harness report html RESULTS.json... -o FILE`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HtmlReportArgs {
+    /// JSON results files (`--json` of run or matrix), in order.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub results: Vec<PathBuf>,
+    /// Write the page here.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+impl HtmlReportArgs {
+    /// Runs `harness report html`: a results file that cannot be read is
+    /// a usage error naming it.
+    pub fn run(self) -> Result<(), harness::error::Error> {
+        use harness::error::Error;
+        use harness::reporter::html;
+        harness::outputs::check_file("--output", &self.output).map_err(Error::usage)?;
+        let runs = self
+            .results
+            .iter()
+            .map(|p| html::read(p))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Error::usage)?;
+        harness::reporter::write_atomic(&self.output, html::render(&runs).as_bytes())
+            .map_err(Error::infra)
+    }
 }
 
 /// `harness report kcidb`.

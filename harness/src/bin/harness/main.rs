@@ -139,6 +139,10 @@ struct RunArgs {
     /// JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Self-contained HTML report of the run (docs/report.md), rewritten
+    /// as cells finish.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
     #[command(flatten)]
     kcidb: args::KcidbArgs,
     #[command(flatten)]
@@ -295,12 +299,10 @@ fn main() -> ExitCode {
             Command::Bisect(args) => bisect(args).await,
             Command::History(args) => history(&args).map_err(anyhow::Error::from),
             Command::Compare(args) => compare(&args).map_err(anyhow::Error::from),
-            Command::Report(args::ReportCommand::Kcidb(args)) => {
-                tokio::task::spawn_blocking(move || args.run())
-                    .await
-                    .map_err(anyhow::Error::from)
-                    .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from))
-            }
+            Command::Report(cmd) => tokio::task::spawn_blocking(move || cmd.run())
+                .await
+                .map_err(anyhow::Error::from)
+                .and_then(|r| r.map(|()| EXIT_OK).map_err(anyhow::Error::from)),
             Command::BisectStep(args) => {
                 let stepped = harness::bisect::step(args, say).await;
                 if !stepped.line.is_empty() {
@@ -441,6 +443,7 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     harness::outputs::check_files(&[
         ("--junit", args.junit.as_deref()),
         ("--json", args.json.as_deref()),
+        ("--html", args.html.as_deref()),
         ("--kcidb", args.kcidb.kcidb.as_deref()),
         ("--history", args.history.target().file()),
     ])
@@ -509,6 +512,9 @@ async fn run(args: RunArgs) -> Result<u8, Error> {
     reporters.add(Junit::new(&junit_path, "harness run"));
     if let Some(p) = &args.json {
         reporters.add(Json::new(p));
+    }
+    if let Some(p) = &args.html {
+        reporters.add(harness::reporter::html::Html::new(p));
     }
     if let Some((p, opts)) = args.kcidb.output() {
         reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
