@@ -14,9 +14,19 @@ fn root() -> PathBuf {
 }
 
 fn script(name: &str, args: &[&str], matrix: &Path) -> std::process::Output {
+    script_env(name, args, matrix, &[])
+}
+
+fn script_env(
+    name: &str,
+    args: &[&str],
+    matrix: &Path,
+    env: &[(&str, &Path)],
+) -> std::process::Output {
     let out = Command::new("bash")
         .arg(root().join("ci").join(name))
         .args(args)
+        .envs(env.iter().copied())
         .env("MATRIX", matrix)
         // The test's own build, not a second (release) one.
         .env("HARNESS_BIN", env!("CARGO_BIN_EXE_harness"))
@@ -86,4 +96,53 @@ fn plan_two_shards_merge_covers_every_cell_once() {
         .filter(|n| n.has_tag_name("failure") || n.has_tag_name("error"))
         .count();
     assert_eq!(failures, 0, "{xml}");
+
+    // The report job: the shards' results joined, the HTML report of the
+    // run, and the job summary comparing it with the base branch's last
+    // run (here: itself, so nothing regressed).
+    let report = work.path().join("report");
+    let summary = work.path().join("summary.md");
+    let mut args = vec![report.to_str().unwrap()];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    let base = work.path().join("base.json");
+    script_env(
+        "report.sh",
+        &args,
+        &matrix,
+        &[("GITHUB_STEP_SUMMARY", &summary), ("BASE", &base)],
+    );
+    let joined: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("results.json")).unwrap())
+            .unwrap();
+    let mut names: Vec<String> = joined["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(names, want, "the joined results hold every cell once");
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    for c in &cells {
+        assert!(html.contains(c.as_str()), "the report names {c}");
+    }
+    assert!(
+        html.contains("data-status=\"passed\"") && !html.contains("data-status=\"failed\""),
+        "every cell passed"
+    );
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.contains("4 cells: "), "{text}");
+    assert!(text.contains("No earlier run of the base branch"), "{text}");
+
+    // With the base branch's results: the comparison is in the summary.
+    std::fs::copy(report.join("results.json"), &base).unwrap();
+    std::fs::remove_file(&summary).unwrap();
+    script_env(
+        "report.sh",
+        &args,
+        &matrix,
+        &[("GITHUB_STEP_SUMMARY", &summary), ("BASE", &base)],
+    );
+    let text = std::fs::read_to_string(&summary).unwrap();
+    assert!(text.contains("no regression from A to B"), "{text}");
 }
