@@ -19,6 +19,7 @@
 use crate::history::{Database, HistoryError};
 use crate::results::{self, Results};
 use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, StudentsT};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -459,82 +460,9 @@ pub fn welch_p(a: (f64, f64, usize), b: (f64, f64, usize)) -> Option<f64> {
     }
     let t = (mb - ma) / se2.sqrt();
     let df = se2 * se2 / (va * va / (na - 1) as f64 + vb * vb / (nb - 1) as f64);
-    // P(|T| > t) for Student's t with df degrees of freedom.
-    Some(inc_beta(df / 2.0, 0.5, df / (df + t * t)).clamp(0.0, 1.0))
-}
-
-/// ln Γ(x), Lanczos (g = 7, n = 9), for x > 0.
-fn ln_gamma(x: f64) -> f64 {
-    const C: [f64; 9] = [
-        0.999_999_999_999_809_9,
-        676.520_368_121_885_1,
-        -1_259.139_216_722_402_8,
-        771.323_428_777_653_1,
-        -176.615_029_162_140_6,
-        12.507_343_278_686_905,
-        -0.138_571_095_265_720_12,
-        9.984_369_578_019_572e-6,
-        1.505_632_735_149_311_6e-7,
-    ];
-    if x < 0.5 {
-        let pi = std::f64::consts::PI;
-        return (pi / (pi * x).sin()).ln() - ln_gamma(1.0 - x);
-    }
-    let x = x - 1.0;
-    let mut sum = C[0];
-    for (i, c) in C.iter().enumerate().skip(1) {
-        sum += c / (x + i as f64);
-    }
-    let t = x + 7.5;
-    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + sum.ln()
-}
-
-/// The regularised incomplete beta function I_x(a, b) (continued fraction,
-/// Lentz's method).
-fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
-    if x <= 0.0 {
-        return 0.0;
-    }
-    if x >= 1.0 {
-        return 1.0;
-    }
-    let front =
-        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
-    // The fraction converges fast below the mean; use the symmetry above it.
-    if x > (a + 1.0) / (a + b + 2.0) {
-        return 1.0 - inc_beta(b, a, 1.0 - x);
-    }
-    const TINY: f64 = 1e-300;
-    let mut c = 1.0;
-    let mut d = 1.0 - (a + b) * x / (a + 1.0);
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
-    let mut f = d;
-    for m in 1..300 {
-        let m = m as f64;
-        let even = m * (b - m) * x / ((a + 2.0 * m - 1.0) * (a + 2.0 * m));
-        for coeff in [
-            even,
-            -(a + m) * (a + b + m) * x / ((a + 2.0 * m) * (a + 2.0 * m + 1.0)),
-        ] {
-            d = 1.0 + coeff * d;
-            if d.abs() < TINY {
-                d = TINY;
-            }
-            c = 1.0 + coeff / c;
-            if c.abs() < TINY {
-                c = TINY;
-            }
-            d = 1.0 / d;
-            f *= d * c;
-        }
-        if (d * c - 1.0).abs() < 1e-12 {
-            break;
-        }
-    }
-    front * f / a
+    // P(|T| > |t|) for Student's t with df degrees of freedom.
+    let dist = StudentsT::new(0.0, 1.0, df).ok()?;
+    Some((2.0 * dist.sf(t.abs())).clamp(0.0, 1.0))
 }
 
 impl Comparison {
