@@ -152,8 +152,38 @@ fn browse(chromium: &Path, args: &[&str], url: &str) -> std::process::Output {
     r
 }
 
+/// The requests a page made (not the browser's own, whose initiator is
+/// "not an origin"), from Chromium's net log of loading `url`.
+fn page_requests(chromium: &Path, url: &str) -> Vec<String> {
+    let log = tempfile::NamedTempFile::new().unwrap();
+    browse(
+        chromium,
+        &[
+            &format!("--log-net-log={}", log.path().display()),
+            "--dump-dom",
+        ],
+        url,
+    );
+    let events: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.path()).unwrap()).unwrap();
+    events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            let p = &e["params"];
+            let initiator = p["initiator"].as_str()?;
+            (initiator != "not an origin").then(|| p["url"].as_str().unwrap_or("?").to_string())
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
 /// Two kernels, two topologies, `smoke` on three of the four pairs and a
-/// suite whose one case fails with hostile text on the fourth cell.
+/// suite on the fourth cell whose first case fails with hostile text and
+/// whose second makes the kernel report a hung task (a real kernel report,
+/// with its console excerpt, attributed to that test).
 const MATRIX: &str = "kernels:
   - name: debian-7.3
     spec: debian:7.3
@@ -170,6 +200,7 @@ suites:
   - name: hostile
     tests:
       - {bin: fault, name: hostile, args: [fail, '<script>alert(1)</script>']}
+      - {bin: fault, name: hung-task, args: [hung-task], timeout: 60s}
 cells:
   suites: [smoke]
   exclude:
@@ -219,11 +250,31 @@ fn a_matrix_report_shows_the_failure_as_text_and_filters_in_a_browser() {
     std::fs::copy(&page, &kept).unwrap();
     let url = format!("file://{}", kept.display());
 
+    // No request left the page. The check can fail: a page that fetches
+    // is seen doing it.
+    let control = keep.join("control.html");
+    std::fs::write(&control, "<img src=\"http://example.invalid/x.png\">").unwrap();
+    let seen = page_requests(&chromium, &format!("file://{}", control.display()));
+    assert_eq!(
+        seen,
+        ["http://example.invalid/x.png"],
+        "the net log sees a page's request"
+    );
+    assert_eq!(page_requests(&chromium, &url), Vec::<String>::new());
+
     // The DOM after the script ran: the failure is text, the cell failed.
     let dom = String::from_utf8(browse(&chromium, &["--dump-dom"], &url).stdout).unwrap();
     let failing = section_of(&dom, "cell-debian-7.3_1n_hostile");
     assert!(failing.contains("data-status=\"failed\""), "{failing}");
     assert!(failing.contains(ESCAPED), "{failing}");
+    // The kernel's report: its case, the title and the console excerpt.
+    for want in [
+        "hung-task/kernel-hung-task",
+        "blocked for more than",
+        "INFO: task",
+    ] {
+        assert!(failing.contains(want), "no {want:?} in {failing}");
+    }
     assert!(
         !dom.contains(HOSTILE),
         "the guest's script became an element"
