@@ -146,6 +146,8 @@ const ROWS: &[Row] = &[
         message: "harness: error: --out afile: exists and is not a directory" },
     Row { args: &["matrix", "--matrix", "MATRIX", "--json", "afile/m.json"], code: 2,
         message: "harness: error: --json afile/m.json: afile is a file, not a directory" },
+    Row { args: &["bench", "--kernel", "debian:7.3", "--json", "afile/b.json"], code: 2,
+        message: "harness: error: --json afile/b.json: afile is a file, not a directory" },
     Row { args: &["matrix", "--matrix", "MATRIX", "--costs", "."], code: 2,
         message: "harness: error: --costs .: is a directory; expected a file path" },
     Row { args: &["run", "--kernel", "debian:7.3", "--history", "afile/h.sqlite"], code: 2,

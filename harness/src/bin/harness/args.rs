@@ -278,6 +278,10 @@ pub struct BenchArgs {
     /// Output directory (cells, bench.csv, bench.json, bench.svg).
     #[arg(long, default_value = "harness-out/bench")]
     pub out: PathBuf,
+    /// Also write the run's JSON results file (docs/results.md; its cells'
+    /// `bench` rows are what `harness compare` tests for significance).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
     /// Accelerator.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,

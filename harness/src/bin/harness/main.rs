@@ -273,6 +273,13 @@ fn main() -> ExitCode {
                 let mut reporters = Reporters::new();
                 reporters.add(exit.clone());
                 reporters.add(Terminal::new(Shape::Steps, Vec::new()));
+                // Checked before anything is fetched, like run's outputs.
+                if let Err(e) = harness::outputs::check_files(&[("--json", args.json.as_deref())]) {
+                    return Err(anyhow::Error::from(Error::usage(e)));
+                }
+                if let Some(p) = &args.json {
+                    reporters.add(Json::new(p));
+                }
                 match harness::bench::run(args.request(), &mut reporters, say).await {
                     Ok(b) => {
                         print!("{}", b.summary);
