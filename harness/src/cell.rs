@@ -213,6 +213,7 @@ pub async fn run_attached(
     let mut notes = cell_shares.notes.clone();
     let mut attempt = 0u32;
     let mut boot_retries: Vec<BootRetry> = Vec::new();
+    let mut qemu_command: String;
     // From the image on the host, once: what a crash signature names.
     let release = crate::kernel::spec::image_release(&spec.kernel_image);
     let out = loop {
@@ -227,12 +228,10 @@ pub async fn run_attached(
             attempt,
             daemons.devices(),
         );
+        qemu_command = crate::cell::bootplan::argv_line(&qemu.path, &vm_spec);
         let _ = std::fs::write(
             spec.out_dir.join("qemu-argv.txt"),
-            format!(
-                "{}\n",
-                crate::cell::bootplan::argv_line(&qemu.path, &vm_spec)
-            ),
+            format!("{qemu_command}\n"),
         );
         if spec.debug.keep_initramfs && attempt == 1 {
             let line = crate::cell::bootplan::by_hand(
@@ -376,5 +375,6 @@ pub async fn run_attached(
         known_failures: Vec::new(),
         profile,
         boot_retries,
+        qemu_command,
     })
 }

@@ -328,6 +328,7 @@ fn check_report(doc: ktap::Document, scan: ConsoleScan, input_len: usize) -> Res
             notes: vec![],
             known_failures: Vec::new(),
             boot_retries: Vec::new(),
+            qemu_command: String::new(),
             profile: Default::default(),
         };
         let cases = crate::verdict::cases(&cell);

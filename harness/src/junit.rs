@@ -380,6 +380,7 @@ mod tests {
             notes: vec![],
             known_failures: vec![],
             boot_retries: Vec::new(),
+            qemu_command: String::new(),
             profile: Default::default(),
         }
     }

@@ -428,6 +428,7 @@ mod tests {
             started: std::time::SystemTime::UNIX_EPOCH,
             known_failures: vec![],
             boot_retries: Vec::new(),
+            qemu_command: String::new(),
             profile: Default::default(),
             notes: vec![],
         }

@@ -105,6 +105,9 @@ pub struct CellResult {
     /// The boots that crashed with a known signature and were booted
     /// again (`crate::cell::boot_retry`), in order; empty for one boot.
     pub boot_retries: Vec<BootRetry>,
+    /// QEMU's command line of the last boot, shell-quoted as in
+    /// `qemu-argv.txt` (empty where no VM was started).
+    pub qemu_command: String,
 }
 
 /// One boot that crashed before guest-init spoke, matched a known
@@ -204,6 +207,7 @@ pub(crate) mod tests_support {
             notes: vec![],
             profile: Default::default(),
             boot_retries: vec![],
+            qemu_command: String::new(),
         }
     }
 }

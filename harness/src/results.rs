@@ -225,6 +225,10 @@ pub struct Vm {
     pub kernel_reports: Vec<KernelReport>,
     /// Where the cell's (last boot's) time went.
     pub profile: Profile,
+    /// QEMU's command line of the last boot, shell-quoted (`qemu-argv.txt`;
+    /// the harness's own words, not the guest's). Empty in files written
+    /// before it was recorded.
+    pub qemu_command: String,
 }
 
 /// A boot that crashed with a known signature and was booted again.

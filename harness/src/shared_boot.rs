@@ -516,6 +516,7 @@ ok 3 futex-prctl
             qemu_cpu: Some(Duration::from_secs(20)),
             known_failures: vec![],
             boot_retries: Vec::new(),
+            qemu_command: String::new(),
             notes: vec![],
             profile: crate::profile::CellProfile {
                 phases: vec![

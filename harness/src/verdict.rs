@@ -599,6 +599,7 @@ mod tests {
             notes: vec![],
             known_failures: vec![],
             boot_retries: vec![],
+            qemu_command: String::new(),
             profile: Default::default(),
         }
     }
@@ -1005,6 +1006,7 @@ mod known_failure_tests {
             notes: vec![],
             known_failures: known,
             boot_retries: vec![],
+            qemu_command: String::new(),
             profile: Default::default(),
         }
     }

@@ -1605,6 +1605,7 @@ fn many_results_with_one_name_are_judged_in_linear_time() {
         notes: vec![],
         known_failures: vec![],
         boot_retries: Vec::new(),
+        qemu_command: String::new(),
         profile: Default::default(),
     };
     let t = Instant::now();

@@ -267,11 +267,14 @@ fn a_matrix_report_shows_the_failure_as_text_and_filters_in_a_browser() {
     let failing = section_of(&dom, "cell-debian-7.3_1n_hostile");
     assert!(failing.contains("data-status=\"failed\""), "{failing}");
     assert!(failing.contains(ESCAPED), "{failing}");
-    // The kernel's report: its case, the title and the console excerpt.
+    // The kernel's report (its case, the title and the console excerpt)
+    // and the QEMU command the cell booted with.
     for want in [
         "hung-task/kernel-hung-task",
         "blocked for more than",
         "INFO: task",
+        "<summary>QEMU command</summary><pre>",
+        "qemu-system-x86_64 ",
     ] {
         assert!(failing.contains(want), "no {want:?} in {failing}");
     }

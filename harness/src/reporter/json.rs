@@ -189,6 +189,7 @@ fn vm(r: &crate::result::CellResult) -> model::Vm {
         started: seconds(r.started),
         console_reports: kinds,
         console_log: r.console_log.as_ref().map(|p| p.display().to_string()),
+        qemu_command: r.qemu_command.clone(),
         notes: r.notes.iter().map(|n| bounded(n, MAX_MESSAGE)).collect(),
         boot_retries: r
             .boot_retries

@@ -266,6 +266,7 @@ pub fn ran(
         qemu_cpu: None,
         known_failures: Vec::new(),
         boot_retries: Vec::new(),
+        qemu_command: String::new(),
         profile: harness::profile::CellProfile {
             phases: vec![(harness::profile::Phase::Boot, Duration::from_secs(4))],
             tests: vec![harness::profile::TestTime {

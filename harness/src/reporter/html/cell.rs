@@ -255,6 +255,18 @@ fn logs(out: &mut String, c: &Cell) {
         path_link(&dir.join("qemu-argv.txt").display().to_string()),
         path_link(&c.out_dir)
     );
+    // The command itself, so the page alone says how the cell booted.
+    if let Some(cmd) =
+        c.vm.as_ref()
+            .map(|v| &v.qemu_command)
+            .filter(|c| !c.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "<details class=\"qemu\"><summary>QEMU command</summary><pre>{}</pre></details>",
+            Esc(cmd)
+        );
+    }
 }
 
 /// A link to a local path: relative to the page, or absolute (the page

@@ -66,6 +66,7 @@ fn fixture() -> Results {
         accel: "tcg".into(),
         end: "guest-init finished the plan".into(),
         console_log: Some("out/cells/7.3/2n/smoke/console.log".into()),
+        qemu_command: "/usr/bin/qemu-system-x86_64 -m 1024M -append 'console=ttyS0 a<b'".into(),
         notes: vec![format!("note {HOSTILE} https://example.invalid/x")],
         kernel_reports: vec![KernelReport {
             kind: "warning".into(),
@@ -154,6 +155,10 @@ fn the_failing_cell_is_marked_with_its_counts_and_why() {
     assert!(page.contains("during futex-numa"));
     assert!(page.contains("<svg class=\"phases\""));
     assert!(page.contains("out/cells/7.3/2n/smoke/qemu-argv.txt"));
+    // The command itself, escaped.
+    assert!(page.contains(
+        "<summary>QEMU command</summary><pre>/usr/bin/qemu-system-x86_64 -m 1024M -append &#39;console=ttyS0 a&lt;b&#39;</pre>"
+    ));
     assert!(page.contains("id=\"summary\">5 cells: <span class=\"badge s-failed\">1 failed</span>"));
 }
 
