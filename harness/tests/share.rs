@@ -124,12 +124,14 @@ fn assert_passed(dir: &Path, names: &[&str], r: &Run) {
     }
 }
 
-/// The one cell directory under `<dir>/out`.
+/// The one cell directory under `<dir>/out` (beside it, files such as the
+/// run's `history.sqlite`).
 fn cell_dir(dir: &Path) -> PathBuf {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join("out"))
         .unwrap()
         .flatten()
         .map(|e| e.path())
+        .filter(|p| p.is_dir())
         .collect();
     assert_eq!(v.len(), 1, "{v:?}");
     v.remove(0)
