@@ -5,7 +5,7 @@
 //! `harness run --dry-run` plans one, on the image the step's build would
 //! leave.
 
-use super::step::{step_expectations, step_request, step_tests};
+use super::step::{step_expectations, step_request, step_tests, step_want};
 use super::{ends, step_argv, steps_expected, validate, BisectArgs, BisectError, Ends};
 use crate::kernel::cache::Cache;
 use std::fmt::Write as _;
@@ -102,16 +102,16 @@ pub fn dry_run(args: &BisectArgs, exe: &Path) -> Result<String, BisectError> {
     if let Some(u) = unpack {
         let _ = writeln!(s, "would {u}");
     }
-    let req = step_request(
+    let want = step_want(
         c,
         &sel,
         image,
         &topology,
         tests,
-        accel,
         expect,
         out.join("steps/<n>-<commit>/run-1"),
     );
+    let req = step_request(c, want, accel);
     let cell = crate::planner::cell(0, req);
     let plan = crate::cell::bootplan::planned(&cell.spec, &qemu, &bins)
         .map_err(|e| BisectError::Infra(e.to_string()))?;

@@ -293,29 +293,28 @@ async fn kernel_reps(
         Ok(t) => t,
         Err(e) => return skip(e, build_s),
     };
+    // The one way into a cell: the built image is a `path:` kernel with
+    // the definition's expectations, the selected tests given whole.
     let mut reporters = crate::reporter::Reporters::new();
     let mut session = match crate::planner::Session::open(None, &mut reporters).await {
         Ok(s) => s,
         Err(e) => return skip(e.to_string(), build_s),
     };
-    let accel = match session.accel(crate::host::AccelChoice::Auto) {
-        Ok((a, _)) => a,
+    let want = step_want(c, &sel, image, &topology, tests, expect, dir.join("run-1"));
+    let base = match session.prepare(want, &mut reporters).await {
+        Ok(p) => {
+            let mut req = p.request;
+            step_settings(c, &mut req);
+            req
+        }
         Err(e) => return skip(e.to_string(), build_s),
     };
     let tr = Instant::now();
     let mut reps: Vec<Rep> = Vec::new();
     for i in 0..c.repeat {
         let out_dir = dir.join(format!("run-{}", i + 1));
-        let req = step_request(
-            c,
-            &sel,
-            image.clone(),
-            &topology,
-            tests.clone(),
-            accel,
-            expect.clone(),
-            out_dir.clone(),
-        );
+        let mut req = base.clone();
+        req.out_dir = out_dir.clone();
         let cell = crate::planner::PlannedCell::Ready(Box::new(crate::planner::cell(0, req)));
         let mut reporters = crate::reporter::Reporters::new();
         reporters.add(crate::reporter::junit::Junit::new(
@@ -427,33 +426,73 @@ pub(super) fn step_tests(
     Ok(tests)
 }
 
-/// The cell of one repetition of a step.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn step_request(
+/// What a step asks of its cell: the built image as a `path:` kernel,
+/// the definition's expectations and the selected tests, no shares.
+pub(super) fn step_want(
     c: &CommonArgs,
     sel: &super::TestSel,
     image: std::path::PathBuf,
     topology: &crate::topology::Topology,
     tests: Vec<crate::suite::SuiteTest>,
-    accel: crate::qemu::Accel,
     expect: Option<String>,
     out_dir: std::path::PathBuf,
-) -> crate::planner::CellRequest {
-    let mut req = crate::planner::CellRequest::new(
-        &format!("bisect:{}", c.kernel),
-        image,
-        &c.topology,
-        topology.clone(),
-        &sel.suite,
-        tests,
-        accel,
+) -> crate::prepare::CellWant {
+    use crate::prepare::{CellWant, ExpectWant, ShareWant, SuiteWant};
+    CellWant {
+        name: Some(format!("bisect/{}/{}", c.topology, c.test)),
+        kernel_label: format!("bisect:{}", c.kernel),
+        kernel_name: None,
+        kernel: crate::kernelspec::KernelSpec::Path(image),
+        topology_label: c.topology.clone(),
+        topology: topology.clone(),
+        suite: SuiteWant::Tests {
+            label: sel.suite.clone(),
+            tests,
+        },
+        extra_tests: Vec::new(),
+        expect: ExpectWant::Given(expect),
+        accel: crate::host::AccelChoice::Auto,
+        shares: ShareWant::default(),
+        known_failures: Vec::new(),
         out_dir,
-    );
-    req.name = format!("bisect/{}/{}", c.topology, c.test);
+    }
+}
+
+/// A step's own settings over its prepared cell.
+pub(super) fn step_settings(c: &CommonArgs, req: &mut crate::planner::CellRequest) {
     // Only the selected tests: the step's verdict is theirs.
     req.topology_check = false;
     req.timeout_scale = c.timeout_scale;
-    req.expect = expect;
+}
+
+/// The cell `--dry-run` shows for one repetition: [`step_want`] as
+/// [`crate::prepare`] would make it, with nothing resolved.
+pub(super) fn step_request(
+    c: &CommonArgs,
+    want: crate::prepare::CellWant,
+    accel: crate::qemu::Accel,
+) -> crate::planner::CellRequest {
+    let crate::kernelspec::KernelSpec::Path(image) = want.kernel else {
+        unreachable!("a step's kernel is its built image")
+    };
+    let crate::prepare::SuiteWant::Tests { label, tests } = want.suite else {
+        unreachable!("a step's tests are given whole")
+    };
+    let mut req = crate::planner::CellRequest::new(
+        &want.kernel_label,
+        image,
+        &want.topology_label,
+        want.topology,
+        &label,
+        tests,
+        accel,
+        want.out_dir,
+    );
+    req.name = want.name.unwrap_or(req.name);
+    if let crate::prepare::ExpectWant::Given(e) = want.expect {
+        req.expect = e;
+    }
+    step_settings(c, &mut req);
     req
 }
 
