@@ -167,8 +167,14 @@ pub fn validate(c: &CommonArgs) -> Result<(TestSel, crate::topology::Topology), 
                 sel.suite.clone(),
                 crate::cases::SuiteCases::builtin(&sel.suite),
             )];
+            // A glob selects a case or, as `case_selected` reads it, a
+            // parent of cases (`futex-prctl` is every case of the binary).
             for part in g.split(',') {
-                crate::cases::check_selection(part, &suite).map_err(BisectError::Usage)?;
+                crate::cases::check_selection(part, &suite)
+                    .or_else(|e| {
+                        crate::cases::check_selection(&format!("{part}/*"), &suite).map_err(|_| e)
+                    })
+                    .map_err(BisectError::Usage)?;
             }
         }
         if sel.suite == BENCH_SUITE && bench_specs(&sel, topo.nodes().len()).is_empty() {
@@ -380,6 +386,14 @@ mod tests {
     #[test]
     fn validation() {
         assert!(validate(&common("futex/futex-prctl/*")).is_ok());
+        // A binary selects its cases (docs/bisect.md), in either form.
+        assert!(validate(&common("futex/futex-prctl")).is_ok());
+        assert!(validate(&common("futex/futex-prctl,futex-resize/*")).is_ok());
+        let e = match validate(&common("futex/futex-nope")) {
+            Err(BisectError::Usage(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        assert!(e.contains("--test \"futex-nope\" selects no case"), "{e}");
         let mut c = common("futex");
         c.repeat = 0;
         assert!(matches!(validate(&c), Err(BisectError::Usage(m)) if m.contains("--repeat")));
