@@ -3,6 +3,7 @@
 //! happens into JUnit. See ARCHITECTURE.md for the map.
 #![deny(missing_docs)]
 
+pub mod args;
 pub mod bench;
 pub mod bisect;
 pub mod busybox;
@@ -42,6 +43,7 @@ pub mod repeat;
 pub mod reporter;
 pub mod result;
 pub mod results;
+pub mod run;
 pub mod runner;
 pub mod sched_class;
 pub mod schedule;

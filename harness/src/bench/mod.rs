@@ -8,6 +8,7 @@
 pub mod bare;
 pub mod plot;
 pub mod report;
+pub mod table;
 
 use crate::host::AccelChoice;
 use crate::kernelspec::{KernelSpec, ResolvedKernel};
@@ -16,7 +17,6 @@ use crate::reporter::Reporters;
 use crate::runner::RunOptions;
 use crate::suite::{self, SuiteTest};
 use crate::topology::Topology;
-use report::{Meta, Report, RowStatus};
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
@@ -309,7 +309,7 @@ pub async fn run(
     std::fs::create_dir_all(&a.out).map_err(|e| infra(format!("{}: {e}", a.out.display())))?;
     // One cell per kernel x topology; what each measures, by index.
     let mut planned = Vec::new();
-    let mut measured: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut measured: Vec<table::Measures> = Vec::new();
     let mut baseline = a.baseline.clone();
     for (klabel, kspec) in &kernels {
         let resolved = session.kernel(klabel, kspec, reporters, None).await;
@@ -338,7 +338,11 @@ pub async fn run(
                         },
                         error: format!("kernel {klabel}: {e}"),
                     });
-                    measured.push((klabel.clone(), tlabel.clone(), names));
+                    measured.push(table::Measures {
+                        kernel: klabel.clone(),
+                        topology: tlabel.clone(),
+                        configs: names,
+                    });
                     continue;
                 }
             };
@@ -390,10 +394,25 @@ pub async fn run(
                 ))
                 .map_err(infra)?;
             planned.push(PlannedCell::Ready(Box::new(planner::cell(index, req))));
-            measured.push((klabel.clone(), tlabel.clone(), names));
+            measured.push(table::Measures {
+                kernel: klabel.clone(),
+                topology: tlabel.clone(),
+                configs: names,
+            });
         }
     }
-    let outcomes = crate::runner::run(
+    let table = table::BenchTable::new(
+        table::Setup {
+            out: a.out.clone(),
+            qemu: session.qemu.version.to_string(),
+            baseline: baseline.unwrap_or_default(),
+            rounds: a.rounds,
+            runtime_s: a.runtime,
+        },
+        measured,
+    );
+    reporters.add(table.clone());
+    crate::runner::run(
         &mut session,
         planned,
         &RunOptions::serial(t0.elapsed()),
@@ -401,75 +420,9 @@ pub async fn run(
         reporters,
     )
     .await?;
-    let mut rows = Vec::new();
-    let mut accels: Vec<String> = Vec::new();
-    let mut any_bad = false;
-    for (o, (klabel, tlabel, names)) in outcomes.iter().zip(&measured) {
-        let lines = o
-            .result
-            .as_ref()
-            .map(|r| report::bench_lines(&r.ktap))
-            .unwrap_or_default();
-        let cell_rows = report::rows_from_lines(klabel, tlabel, names, &lines);
-        if let Some(r) = &o.result {
-            if !accels.contains(&r.accel) {
-                accels.push(r.accel.clone());
-            }
-            reporters
-                .step(&format!(
-                    "{}: {} in {:.1} s ({} failed cases; console {})",
-                    o.meta.name,
-                    crate::verdict::describe(&r.end),
-                    r.duration.as_secs_f64(),
-                    o.counts.fail,
-                    o.meta.out_dir.join("console.log").display()
-                ))
-                .map_err(infra)?;
-        }
-        any_bad |= cell_rows
-            .iter()
-            .any(|r| matches!(r.status, RowStatus::Fail | RowStatus::Missing));
-        rows.extend(cell_rows);
-    }
-    let baseline = baseline.unwrap_or_default();
-    report::apply_ratios(&mut rows, &baseline);
-    let accel_s = accels.join("+");
-    let rep = Report {
-        meta: Meta {
-            note: Meta::note_for(&accel_s),
-            accel: accel_s,
-            qemu: session.qemu.version.to_string(),
-            baseline,
-            rounds: a.rounds,
-            runtime_s: a.runtime,
-            host_cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        },
-        rows,
-    };
-    let write = |name: &str, text: String| -> Result<PathBuf, BenchError> {
-        let p = a.out.join(name);
-        crate::reporter::write_atomic(&p, text.as_bytes()).map_err(infra)?;
-        Ok(p)
-    };
-    let csv = write("bench.csv", report::csv(&rep))?;
-    let json = write("bench.json", report::json(&rep))?;
-    let svg = a.out.join("bench.svg");
-    plot::write(&rep, &svg).map_err(infra)?;
-    let summary = format!(
-        "{}CSV {}  JSON {}  plot {}\n",
-        report::table(&rep),
-        csv.display(),
-        json.display(),
-        svg.display()
-    );
-    Ok(Benched {
-        measured: if any_bad {
-            Measured::Missing
-        } else {
-            Measured::All
-        },
-        summary,
-    })
+    table
+        .finish()
+        .ok_or_else(|| infra("the run ended without finishing the bench table"))
 }
 
 #[cfg(test)]

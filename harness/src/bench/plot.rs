@@ -146,7 +146,7 @@ pub fn svg(report: &Report) -> Result<String, String> {
 /// Writes the SVG to `path`.
 pub fn write(report: &Report, path: &Path) -> Result<(), String> {
     let s = svg(report)?;
-    std::fs::write(path, s).map_err(|e| format!("{}: {e}", path.display()))
+    crate::reporter::write_atomic(path, s.as_bytes()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -33,6 +33,9 @@ pub enum ReportError {
     /// The results history (boxed: SQLite's error is large).
     #[error(transparent)]
     History(Box<crate::history::HistoryError>),
+    /// A report that could not be drawn (the bench plot).
+    #[error("{0}")]
+    Render(String),
 }
 
 /// A subscriber of a run's events.

@@ -2,6 +2,7 @@
 //! (`matrix`, `junit merge`, `bench`, `report kcidb`, `report html`, and
 //! the `--kcidb` flags of `run` and `matrix`): clap types here, plain requests there.
 
+use harness::args::{base_url, origin, HistoryArgs, KcidbArgs, ProfileArgs};
 use harness::bench;
 use harness::host::AccelChoice;
 use harness::matrix::cli;
@@ -110,26 +111,6 @@ pub struct MatrixArgs {
     pub history: HistoryArgs,
 }
 
-/// `--history FILE|none` of `run` and `matrix`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct HistoryArgs {
-    /// The results history to add this run to (SQLite, docs/history.md;
-    /// `harness history`, `harness compare`), or `none` (default:
-    /// <out>/history.sqlite).
-    #[arg(long, value_name = "FILE|none")]
-    pub history: Option<String>,
-}
-
-impl HistoryArgs {
-    /// Where the run's history goes.
-    pub fn target(&self) -> harness::history::Target {
-        self.history.as_deref().map_or(
-            harness::history::Target::Default,
-            harness::history::Target::parse,
-        )
-    }
-}
-
 /// `harness history`: the runs of a history file.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HistoryListArgs {
@@ -173,16 +154,6 @@ pub struct CompareArgs {
     /// As JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-/// `--profile [N]` of `run` and `matrix`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProfileArgs {
-    /// After the summary, the N costliest items (cell phases and test
-    /// binaries, with their share of the run's time; README "Where the
-    /// time goes").
-    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "20")]
-    pub profile: Option<usize>,
 }
 
 /// `harness junit merge OUT IN...`.
@@ -322,36 +293,6 @@ impl BenchArgs {
     }
 }
 
-/// `--kcidb FILE --origin NAME [--log-base-url URL]` of `run` and `matrix`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct KcidbArgs {
-    /// KernelCI KCIDB document of the run (schema 5.3; docs/kcidb.md),
-    /// rewritten as cells finish. Needs --origin.
-    #[arg(long, value_name = "FILE", requires = "origin")]
-    pub kcidb: Option<PathBuf>,
-    /// The CI system's KCIDB origin name ([a-z0-9_]+), the prefix of every
-    /// id in the --kcidb document.
-    #[arg(long, value_name = "NAME", requires = "kcidb", value_parser = origin)]
-    pub origin: Option<String>,
-    /// Where the cell directories are published: the base of the
-    /// console-log, JUnit, patch and build-log URLs of the --kcidb document
-    /// (none without it).
-    #[arg(long, value_name = "URL", requires = "kcidb", value_parser = base_url)]
-    pub log_base_url: Option<String>,
-}
-
-impl KcidbArgs {
-    /// The document's path and options, when asked for.
-    pub fn output(&self) -> Option<(PathBuf, kcidb::Options)> {
-        let path = self.kcidb.clone()?;
-        let opts = kcidb::Options {
-            origin: self.origin.clone()?,
-            log_base_url: self.log_base_url.clone(),
-        };
-        Some((path, opts))
-    }
-}
-
 /// `harness report ...`.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ReportCommand {
@@ -449,16 +390,6 @@ impl KcidbReportArgs {
     }
 }
 
-/// `--origin`: checked before anything runs (a usage error, exit 2).
-fn origin(s: &str) -> Result<String, String> {
-    kcidb::check_origin(s).map_err(|_| kcidb::ORIGIN_RULE.to_string())
-}
-
-/// `--log-base-url`.
-fn base_url(s: &str) -> Result<String, String> {
-    kcidb::check_base_url(s).map_err(|_| kcidb::BASE_URL_RULE.to_string())
-}
-
 /// The log filter with ureq's wire-level trace log (which shows request
 /// headers unredacted, a KCIDB token among them) capped at its debug log.
 pub fn cap_wire_log(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber::EnvFilter {
@@ -473,49 +404,4 @@ pub fn cap_wire_log(filter: tracing_subscriber::EnvFilter) -> tracing_subscriber
         .iter()
         .filter_map(|d| d.parse().ok())
         .fold(filter, |f, d| f.add_directive(d))
-}
-
-/// `--repeat N`, `--until-fail [--max N]`, `--fresh-boot` of `run`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RepeatArgs {
-    /// Run the selected tests N times (in the same booted guest unless
-    /// --fresh-boot) and report per case: runs, failures, first failing
-    /// iteration.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000),
-          conflicts_with = "until_fail")]
-    pub repeat: Option<u32>,
-    /// Run the selected tests again and again until one fails (at most
-    /// --max times); that iteration's console and KTAP are kept in
-    /// <out>/<cell>/iteration-K/.
-    #[arg(long)]
-    pub until_fail: bool,
-    /// With --until-fail: give up after this many iterations.
-    #[arg(long, value_name = "N", requires = "until_fail",
-          value_parser = clap::value_parser!(u32).range(1..=100_000),
-          default_value_t = harness::repeat::DEFAULT_MAX)]
-    pub max: u32,
-    /// Boot a new VM for each iteration (a clean kernel each time) instead
-    /// of looping in one guest.
-    #[arg(long)]
-    pub fresh_boot: bool,
-}
-
-impl RepeatArgs {
-    /// The cell's repeat, `None` when not asked; `--fresh-boot` alone is a
-    /// usage error.
-    pub fn repeat(&self) -> Result<Option<harness::repeat::Repeat>, String> {
-        let times = match (self.repeat, self.until_fail) {
-            (Some(n), _) => n,
-            (None, true) => self.max,
-            (None, false) if self.fresh_boot => {
-                return Err("--fresh-boot needs --repeat N or --until-fail".into())
-            }
-            (None, false) => return Ok(None),
-        };
-        Ok(Some(harness::repeat::Repeat {
-            times,
-            until_fail: self.until_fail,
-            fresh_boot: self.fresh_boot,
-        }))
-    }
 }

@@ -3,7 +3,6 @@
 //! (`terminal.rs`), `anyhow`, and the one mapping of errors to exit codes.
 
 mod args;
-mod debug;
 mod doctor;
 mod help;
 mod terminal;
@@ -13,18 +12,11 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use harness::error::Error;
 use harness::host::{self, AccelChoice};
-use harness::kernelspec::KernelSpec;
-use harness::planner::{CellRequest, PlannedCell, Session};
 use harness::reporter::exit::ExitStatus;
 use harness::reporter::json::Json;
-use harness::reporter::junit::Junit;
 use harness::reporter::Reporters;
-use harness::runner::RunOptions;
-use harness::suite;
-use harness::topology::Topology;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 use terminal::{Shape, Terminal};
 use tokio_util::sync::CancellationToken;
 
@@ -47,7 +39,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Boot one kernel in one topology and run a suite.
-    Run(Box<RunArgs>),
+    Run(Box<harness::run::RunArgs>),
     /// Print what this host offers: QEMU, and whether KVM or TCG will be used.
     Host,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -102,113 +94,6 @@ enum Command {
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
     Merge(args::MergeArgs),
-}
-
-#[derive(clap::Args)]
-struct RunArgs {
-    /// Kernel: `debian:<version>` (Debian's prebuilt cloud kernel),
-    /// `path:<bzImage>`, `source:<name>` (kernels/<name>.yaml) or
-    /// `tree:<dir>` (your kernel tree, built as it is, out of tree).
-    #[arg(long)]
-    kernel: String,
-    /// With a `tree:` kernel: start its config from FILE instead of
-    /// tinyconfig (the guest fragment is merged over it, the required
-    /// options checked).
-    #[arg(long, value_name = "FILE")]
-    kernel_config: Option<PathBuf>,
-    /// Topology: `nodes=N,cpus=C,mem=SIZE[,distance=D]` (C vCPUs and SIZE memory per node).
-    #[arg(long, default_value = "nodes=1,cpus=2,mem=512M")]
-    topology: String,
-    /// Built-in suite (smoke, futex, none, fault-*).
-    #[arg(long, default_value = "smoke")]
-    suite: String,
-    /// A static KTAP-speaking (or plain) guest binary to run too; repeatable.
-    #[arg(long = "guest-bin", value_name = "PATH")]
-    guest_bins: Vec<PathBuf>,
-    /// Timeout for each --guest-bin, in seconds.
-    #[arg(long, default_value_t = 120)]
-    guest_bin_timeout: u64,
-    /// An environment variable every test binary in the guest gets
-    /// (repeatable), e.g. FUTEX_STRESS_ITERATIONS=50 or
-    /// FUTEX_RACE_SERIALIZE=1 (README, "Suites and your own binaries").
-    #[arg(long = "guest-env", value_name = "KEY=VALUE")]
-    guest_env: Vec<String>,
-    /// JUnit XML output (default: <out>/<cell>/junit.xml).
-    #[arg(long)]
-    junit: Option<PathBuf>,
-    /// JSON results file (schema: docs/results.md).
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-    /// Self-contained HTML report of the run (docs/report.md), rewritten
-    /// as cells finish.
-    #[arg(long, value_name = "FILE")]
-    html: Option<PathBuf>,
-    #[command(flatten)]
-    kcidb: args::KcidbArgs,
-    #[command(flatten)]
-    profile: args::ProfileArgs,
-    #[command(flatten)]
-    history: args::HistoryArgs,
-    /// Directory for console logs, raw KTAP and QEMU's argv.
-    #[arg(long, default_value = "harness-out")]
-    out: PathBuf,
-    /// Accelerator: auto uses KVM only where hardware KVM really works.
-    #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
-    accel: AccelChoice,
-    /// Under TCG: one host thread per vCPU (`multi`, QEMU's default) or
-    /// every vCPU on one thread in turns (`single`).
-    #[arg(long, value_enum, default_value_t = harness::qemu::TcgThread::Multi)]
-    tcg_thread: harness::qemu::TcgThread,
-    /// Whole-VM watchdog in seconds (default: boot allowance + test timeouts).
-    #[arg(long)]
-    timeout: Option<u64>,
-    /// Multiply every in-guest timeout by this factor (in (0, 100]).
-    #[arg(long, default_value_t = 1.0, value_parser = timeout_scale)]
-    timeout_scale: f64,
-    /// Extra kernel command line words.
-    #[arg(long, allow_hyphen_values = true)]
-    append: Option<String>,
-    /// Expected kernel features for the futex suites (`numa=1,private_hash=0,...`);
-    /// default: from the kernel version's row of the ABI table.
-    #[arg(long)]
-    expect: Option<String>,
-    /// Boot again up to this many times when the guest dies before
-    /// guest-init reports anything with a known crash signature (QEMU 7's
-    /// TCG crashing Debian's 6.12, docs/reliability.md); any other boot
-    /// crash fails the cell at once.
-    #[arg(long, default_value_t = harness::cell::DEFAULT_BOOT_RETRIES)]
-    boot_retries: u32,
-    /// Kernel source for the kselftest-* suites: `debian:X.Y` or a pristine
-    /// kernel tree (default: Debian's linux-source of the kernel's series).
-    #[arg(long, value_name = "TREE")]
-    kselftest_tree: Option<String>,
-    /// Skip the topology check.
-    #[arg(long)]
-    no_topology_check: bool,
-    /// Debian mirror for `debian:` kernels (default: $HARNESS_DEBIAN_MIRROR,
-    /// else the machine's apt configuration).
-    #[arg(long, value_name = "URL")]
-    debian_mirror: Option<String>,
-    /// Share a host directory with the guest over virtiofs (repeatable):
-    /// `HOST_DIR[:GUEST_PATH[:ro|rw]]`, default guest path `/mnt/<name>`.
-    /// A `--guest-bin` inside a share runs from there, unpacked.
-    #[arg(long = "share", value_name = "HOST_DIR[:GUEST_PATH[:ro|rw]]")]
-    shares: Vec<String>,
-    /// No per-cell artifacts share (`<out>/<cell>/artifacts`, guest
-    /// `/harness/artifacts`, `$HARNESS_ARTIFACTS`), which is on by default
-    /// when virtiofs works.
-    #[arg(long)]
-    no_artifacts: bool,
-    /// Only test cases whose `binary/case` name matches (glob, as in the
-    /// matrix); with one exact case of a futex binary only that case runs.
-    #[arg(long = "test", value_name = "GLOB")]
-    test: Option<String>,
-    /// Repetition: --repeat N, --until-fail [--max N], --fresh-boot.
-    #[command(flatten)]
-    repeat: args::RepeatArgs,
-    /// Debugging: --dry-run, --live, --exec, --shell, --gdb, --dump-on-panic, --qemu-arg.
-    #[command(flatten)]
-    debug: debug::DebugArgs,
 }
 
 fn main() -> ExitCode {
@@ -403,269 +288,28 @@ fn exit_code_for(e: &anyhow::Error) -> u8 {
     EXIT_INFRA
 }
 
-async fn run(args: RunArgs) -> Result<u8, Error> {
-    // Everything the command line says, checked before the host is touched.
-    let topology = Topology::parse_spec(&args.topology).map_err(Error::usage)?;
-    harness::planner::check_host_memory(&topology)?;
-    harness::planner::check_mirror(args.debian_mirror.as_deref())?;
-    harness::planner::check_kselftest_tree(args.kselftest_tree.as_deref())?;
-    let mut kernel = KernelSpec::parse(&args.kernel).map_err(Error::usage)?;
-    if let Some(file) = &args.kernel_config {
-        kernel = kernel
-            .with_config(file)
-            .map_err(|e| Error::usage(format!("--kernel-config {e}")))?;
-    }
-    harness::planner::check_kernel(&kernel)?;
-    // A `path:` image is checked against the topology before anything
-    // else (the note, when it has no config, is said once it is prepared).
-    if let KernelSpec::Path(p) = &kernel {
-        harness::planner::preboot_image(p, &topology)?;
-    }
-    harness::planner::check_suite(&args.suite)?;
-    let repeat = args.repeat.repeat().map_err(Error::usage)?;
-    if repeat.is_some() && (args.debug.shell.is_some() || args.debug.gdb.is_some()) {
-        return Err(Error::usage(
-            "--repeat/--until-fail cannot be combined with --shell or --gdb (a person in the loop is not an iteration)",
-        ));
-    }
-    if let Some(e) = &args.expect {
-        harness::planner::check_expect(e)?;
-    }
-    let explicit_shares = args
-        .shares
-        .iter()
-        .map(|s| harness::share::ShareSpec::parse(s).and_then(|s| s.resolve()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(Error::usage)?;
-    let mut user_tests = Vec::new();
-    for p in &args.guest_bins {
-        user_tests.push(
-            suite::user_binary(p.clone(), Duration::from_secs(args.guest_bin_timeout))
-                .map_err(Error::usage)?,
-        );
-    }
-    if let Some(glob) = &args.test {
-        harness::planner::check_test(glob, &args.suite, &user_tests)?;
-    }
-    harness::outputs::check_files(&[
-        ("--junit", args.junit.as_deref()),
-        ("--json", args.json.as_deref()),
-        ("--html", args.html.as_deref()),
-        ("--kcidb", args.kcidb.kcidb.as_deref()),
-        ("--history", args.history.target().file()),
-    ])
-    .map_err(Error::usage)?;
-    harness::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
-    let guest_env = args
-        .guest_env
-        .iter()
-        .map(|w| suite::guest_env(w))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(Error::usage)?;
-    if args.debug.dry_run {
-        return dry_run(&args, &kernel, topology, user_tests, guest_env, repeat);
-    }
-    let junit_path = args.junit.clone();
-
+/// `harness run`: the terminal and the exit status, then the library's door.
+async fn run(args: harness::run::RunArgs) -> Result<u8, Error> {
     let exit = ExitStatus::new();
     let mut reporters = Reporters::new();
     reporters.add(exit.clone());
-    let t0 = std::time::Instant::now();
-    let mut session = Session::open(args.debian_mirror.clone(), &mut reporters).await?;
-    session.download_progress = Some(download_bar);
-    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
-    let want = harness::prepare::CellWant {
-        name: None,
-        kernel_label: args.kernel.clone(),
-        kernel_name: None,
-        kernel,
-        topology_label: args.topology.clone(),
-        topology,
-        suite: harness::prepare::SuiteWant::Named {
-            name: args.suite.clone(),
-            kselftest_tree: args.kselftest_tree.clone(),
-        },
-        extra_tests: user_tests,
-        expect: harness::prepare::ExpectWant::FromKernel(args.expect.clone()),
-        accel: args.accel,
-        shares: harness::prepare::ShareWant {
-            explicit: explicit_shares,
-            artifacts: !args.no_artifacts,
-        },
-        known_failures: Vec::new(),
-        out_dir: args.out.join(name.replace('/', "_")),
-    };
-    let prepared = session
-        .prepare(want, &mut reporters)
-        .await
-        .map_err(harness::prepare::PrepareError::into_error)?;
-    let notes = &prepared.notes;
-    for n in notes
-        .accel
-        .iter()
-        .chain(&notes.preboot)
-        .chain(&notes.shares)
-    {
-        reporters.step(n)?;
-    }
-    let mut req = prepared.request;
-    settings(&args, &mut req, repeat, guest_env);
-    let out_dir = req.out_dir.clone();
-    args.debug
-        .apply(&mut req, &mut session, &mut reporters)
-        .await?;
-    let cell = harness::planner::cell(0, req);
-    let junit_path = junit_path.unwrap_or_else(|| out_dir.join("junit.xml"));
-    reporters.add(Junit::new(&junit_path, "harness run"));
-    if let Some(p) = &args.json {
-        reporters.add(Json::new(p));
-    }
-    if let Some(p) = &args.html {
-        reporters.add(harness::reporter::html::Html::new(p));
-    }
-    if let Some((p, opts)) = args.kcidb.output() {
-        reporters.add(harness::reporter::kcidb::Kcidb::new(&p, opts));
-    }
-    if let Some(p) = args.history.target().path(&args.out) {
-        reporters.add(harness::reporter::history::History::new(
-            &p,
-            harness::history::command_line(),
-        ));
-    }
+    let footer = args.junit_path().map(|p| format!("JUnit: {}", p.display()));
     reporters.add(
-        Terminal::new(
-            Shape::Cases,
-            vec![format!("JUnit: {}", junit_path.display())],
-        )
-        .live(args.debug.live)
-        .profile(args.profile.profile),
+        Terminal::new(Shape::Cases, footer.into_iter().collect())
+            .live(args.debug.live)
+            .profile(args.profile.profile),
     );
-    // Built before the handlers: a signal during the build ends it at once.
-    session.guest_bins(&mut reporters).await?;
-    args.debug.before_boot(&cell, &mut reporters)?;
-    // From here on a signal stops the VM and leaves the reports; before,
-    // the default action ends a download or build at once.
-    let cancel = CancellationToken::new();
-    harness::signals::install(cancel.clone(), say)
-        .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
-    reporters.step(&format!(
-        "booting {} under {} ({})",
-        cell.meta.name,
-        cell.spec.accel.name(),
-        session.qemu.version
-    ))?;
-    harness::runner::run(
-        &mut session,
-        vec![PlannedCell::Ready(Box::new(cell))],
-        &RunOptions::serial(t0.elapsed()),
-        &cancel,
-        &mut reporters,
-    )
-    .await?;
-    Ok(exit.code())
-}
-
-/// `run --dry-run`: the plan of the cell with nothing done (no QEMU
-/// needed; nothing fetched, built, unpacked or created:
-/// `harness::dry_run`). Says what would be fetched or built.
-fn dry_run(
-    args: &RunArgs,
-    kernel: &KernelSpec,
-    topology: Topology,
-    user_tests: Vec<harness::suite::SuiteTest>,
-    guest_env: Vec<(String, String)>,
-    repeat: Option<harness::repeat::Repeat>,
-) -> Result<u8, Error> {
-    use harness::dry_run;
-    let cache = harness::kernel::cache::Cache::from_env().map_err(Error::infra)?;
-    let k = dry_run::kernel(kernel, args.debian_mirror.as_deref(), &cache);
-    let mut would = k.would.clone();
-    let (qemu, qemu_note) = dry_run::qemu();
-    let (accel, _) = host::choose_accel(args.accel, &host::probe_kvm()).map_err(Error::infra)?;
-    // The expectations a run would give: the version's row, the
-    // definition's, --expect over them.
-    let (def_version, def_expect) = dry_run::definition_facts(kernel).map_err(Error::usage)?;
-    let expect = harness::kernelspec::ResolvedKernel {
-        path: k.image.clone(),
-        version: k.version.clone().or(def_version),
-        description: String::new(),
-        expect: def_expect,
-        origin: harness::kernelspec::KernelOrigin::Path,
-    }
-    .expectations(args.expect.as_deref())
-    .map_err(|e| Error::usage(format!("--expect: {e}")))?;
-    let mut tests = if harness::suite::is_kselftest_suite(&args.suite) {
-        would.push(format!(
-            "build the upstream futex selftests ({}) into the cache: their programs are this cell's tests",
-            args.kselftest_tree
-                .as_deref()
-                .unwrap_or("from Debian's linux-source of the kernel's series")
-        ));
-        vec![]
-    } else {
-        harness::suite::builtin(&args.suite, expect.as_deref()).map_err(Error::usage)?
+    let door = harness::run::Door {
+        say,
+        download_progress: Some(download_bar),
     };
-    tests.extend(user_tests);
-    let (bins, unpack) = dry_run::guest_bins(&cache);
-    would.extend(unpack);
-    let debug = args.debug.planned(&args.out);
-    if let Some(busybox) = &debug.busybox {
-        would.push("fetch Debian's busybox-static (the guest's shell) into the cache".into());
-        let timeout = Duration::from_secs(args.debug.exec_timeout);
-        for (i, cmd) in args.debug.exec.iter().enumerate() {
-            tests.push(harness::debug::exec_test(i + 1, cmd, busybox, timeout));
+    Ok(match harness::run::run(args, &mut reporters, door).await? {
+        harness::run::Done::Text(text) => {
+            print!("{text}");
+            EXIT_OK
         }
-    }
-    let name = harness::planner::cell_name(&args.kernel, &topology, &args.suite);
-    let mut req = CellRequest::new(
-        &args.kernel,
-        k.image.clone(),
-        &args.topology,
-        topology,
-        &args.suite,
-        tests,
-        accel,
-        args.out.join(name.replace('/', "_")),
-    );
-    req.expect = expect;
-    settings(args, &mut req, repeat, guest_env);
-    let out_dir = req.out_dir.clone();
-    req.topology_check &= debug.shell != Some(harness::debug::ShellMode::Only);
-    req.debug = args.debug.planned(&req.out_dir);
-    let cell = harness::planner::cell(0, req);
-    let plan = harness::cell::bootplan::planned(&cell.spec, &qemu, &bins).map_err(Error::infra)?;
-    let mut text = dry_run::text(&would, &out_dir, &plan);
-    if let Some(n) = qemu_note {
-        text.push_str(&format!("note: {n}\n"));
-    }
-    text.push_str(
-        "note: shares (the artifacts share, --share) are decided at run time, with virtiofsd and the kernel's virtiofs support\n",
-    );
-    print!("{text}");
-    Ok(EXIT_OK)
-}
-
-/// `run`'s own settings of its cell (a run and its `--dry-run` alike);
-/// the caller adds debugging.
-fn settings(
-    args: &RunArgs,
-    req: &mut CellRequest,
-    repeat: Option<harness::repeat::Repeat>,
-    guest_env: Vec<(String, String)>,
-) {
-    req.topology_check = !args.no_topology_check;
-    req.tcg_thread = args.tcg_thread;
-    req.cmdline = args
-        .append
-        .as_deref()
-        .map(|a| a.split_whitespace().map(String::from).collect())
-        .unwrap_or_default();
-    req.watchdog = args.timeout.map(Duration::from_secs);
-    req.timeout_scale = args.timeout_scale;
-    req.boot_retries = args.boot_retries;
-    req.test_glob = args.test.clone();
-    req.repeat = repeat;
-    req.guest_env = guest_env;
+        harness::run::Done::Ran => exit.code(),
+    })
 }
 
 /// A progress bar for a kernel download.
@@ -798,16 +442,4 @@ async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
             harness::matrix::cli::Done::Ran => exit.code(),
         },
     )
-}
-
-/// `--timeout-scale`: a factor that leaves every timeout a real duration
-/// (0, a negative, NaN or infinity would give each test no time or
-/// forever; the same bound as matrix.yaml's `timeout_scale:`).
-fn timeout_scale(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(f) if f.is_finite() && f > 0.0 && f <= 100.0 => Ok(f),
-        _ => Err(format!(
-            "expected a factor in (0, 100], e.g. 2.5 (got {s:?})"
-        )),
-    }
 }

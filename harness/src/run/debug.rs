@@ -2,11 +2,11 @@
 //! types, what they mean for the cell request, and what is said before
 //! the boot (`--dry-run`'s plan, `--gdb`'s command).
 
-use harness::debug::{DebugOptions, DumpFormat, ShellMode};
-use harness::error::Error;
-use harness::planner::{CellRequest, ReadyCell, Session};
-use harness::qemu::GdbStub;
-use harness::reporter::Reporters;
+use crate::debug::{DebugOptions, DumpFormat, ShellMode};
+use crate::error::Error;
+use crate::planner::{CellRequest, ReadyCell, Session};
+use crate::qemu::GdbStub;
+use crate::reporter::Reporters;
 use std::time::Duration;
 
 /// When `--shell` runs.
@@ -99,7 +99,7 @@ impl DebugArgs {
                 ShellWhen::Only => ShellMode::Only,
             }),
             gdb: self.gdb.as_deref().map(|g| GdbStub {
-                listen: harness::debug::gdb_listen(g, out_dir),
+                listen: crate::debug::gdb_listen(g, out_dir),
                 wait: !self.gdb_no_wait,
             }),
             dump: self.dump_on_panic.map(|f| match f {
@@ -128,7 +128,7 @@ impl DebugArgs {
             let timeout = Duration::from_secs(self.exec_timeout);
             for (i, cmd) in self.exec.iter().enumerate() {
                 req.tests
-                    .push(harness::debug::exec_test(i + 1, cmd, &busybox, timeout));
+                    .push(crate::debug::exec_test(i + 1, cmd, &busybox, timeout));
             }
             opts.busybox = Some(busybox);
         }
@@ -142,7 +142,7 @@ impl DebugArgs {
     /// What is said before the boot: with `--gdb` the command.
     pub fn before_boot(&self, cell: &ReadyCell, reporters: &mut Reporters) -> Result<(), Error> {
         if let Some(stub) = &cell.spec.debug.gdb {
-            if let harness::qemu::GdbListen::Unix(p) = &stub.listen {
+            if let crate::qemu::GdbListen::Unix(p) = &stub.listen {
                 // sun_path holds 108 bytes with the NUL.
                 if p.as_os_str().len() > 107 {
                     return Err(Error::usage(format!(
@@ -157,8 +157,8 @@ impl DebugArgs {
                         .map_err(|e| Error::infra(format!("creating {}: {e}", d.display())))?;
                 }
             }
-            let vmlinux = harness::debug::vmlinux_beside(&cell.spec.kernel_image);
-            let cmd = harness::debug::gdb_command(vmlinux.as_deref(), stub);
+            let vmlinux = crate::debug::vmlinux_beside(&cell.spec.kernel_image);
+            let cmd = crate::debug::gdb_command(vmlinux.as_deref(), stub);
             reporters.step(&format!("gdb: {cmd}"))?;
             if vmlinux.is_none() {
                 reporters.step(
