@@ -2,8 +2,73 @@
 //! `matrix`): clap types whose values are already the typed ones their
 //! door uses (the parsers run at the edge, before anything is fetched).
 
-use crate::reporter::kcidb;
-use std::path::PathBuf;
+use crate::reporter::{kcidb, Reporters};
+use std::path::{Path, PathBuf};
+
+/// The report files of `run` and `matrix` besides their JUnit and JSON
+/// (whose forms differ between the two): each is a reporter of the run's
+/// event stream, and a new one is a field here and a file in
+/// `reporter/`, not a change to either door.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportFiles {
+    /// Self-contained HTML report of the run (docs/report.md), rewritten
+    /// as cells finish.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// KCIDB output (--kcidb, --origin, --log-base-url).
+    #[command(flatten)]
+    pub kcidb: KcidbArgs,
+    /// Where the run's results history goes (--history).
+    #[command(flatten)]
+    pub history: HistoryArgs,
+}
+
+impl ReportFiles {
+    /// Each file's flag and path, for `outputs::check_files` before
+    /// anything is fetched.
+    pub fn paths(&self) -> Vec<(&'static str, Option<&Path>)> {
+        vec![
+            ("--html", self.html.as_deref()),
+            ("--kcidb", self.kcidb.kcidb.as_deref()),
+            (
+                "--history",
+                self.history.history.as_ref().and_then(|t| t.file()),
+            ),
+        ]
+    }
+
+    /// What a run with `--out out` would write, for a dry run's plan.
+    pub fn writes(&self, out: &Path) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(p) = &self.html {
+            w.push(format!("{} (the HTML report)", p.display()));
+        }
+        if let Some(p) = &self.kcidb.kcidb {
+            w.push(format!("{} (the KCIDB document)", p.display()));
+        }
+        if let Some(p) = self.history.target().path(out) {
+            w.push(format!("{} (the results history)", p.display()));
+        }
+        w
+    }
+
+    /// Adds a reporter for each file asked for (`out`: the run's `--out`,
+    /// where the history goes by default).
+    pub fn add_reporters(&self, out: &Path, reporters: &mut Reporters) {
+        if let Some(p) = &self.html {
+            reporters.add(crate::reporter::html::Html::new(p));
+        }
+        if let Some((p, opts)) = self.kcidb.output() {
+            reporters.add(kcidb::Kcidb::new(&p, opts));
+        }
+        if let Some(p) = self.history.target().path(out) {
+            reporters.add(crate::reporter::history::History::new(
+                &p,
+                crate::history::command_line(),
+            ));
+        }
+    }
+}
 
 /// `--history FILE|none` of `run` and `matrix`.
 #[derive(Debug, Clone, clap::Args)]
@@ -11,18 +76,20 @@ pub struct HistoryArgs {
     /// The results history to add this run to (SQLite, docs/history.md;
     /// `harness history`, `harness compare`), or `none` (default:
     /// <out>/history.sqlite).
-    #[arg(long, value_name = "FILE|none")]
-    pub history: Option<String>,
+    #[arg(long, value_name = "FILE|none", value_parser = history_target)]
+    pub history: Option<crate::history::Target>,
 }
 
 impl HistoryArgs {
     /// Where the run's history goes.
     pub fn target(&self) -> crate::history::Target {
-        self.history.as_deref().map_or(
-            crate::history::Target::Default,
-            crate::history::Target::parse,
-        )
+        self.history.clone().unwrap_or_default()
     }
+}
+
+/// `--history`: `none` or a file (checked with the other outputs).
+fn history_target(s: &str) -> Result<crate::history::Target, String> {
+    Ok(crate::history::Target::parse(s))
 }
 
 /// `--profile [N]` of `run` and `matrix`.

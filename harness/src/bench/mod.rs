@@ -5,19 +5,19 @@
 //! an SVG plot. Also emits the pieces of a bare QEMU boot (`--emit-bare`)
 //! for `cargo xtask bench-boot`.
 
+pub mod args;
 pub mod bare;
 pub mod plot;
 pub mod report;
 pub mod table;
 
-use crate::host::AccelChoice;
 use crate::kernelspec::{KernelSpec, ResolvedKernel};
 use crate::planner::{self, PlannedCell, Session};
 use crate::reporter::Reporters;
 use crate::runner::RunOptions;
 use crate::suite::{self, SuiteTest};
 use crate::topology::Topology;
-use std::path::PathBuf;
+pub use args::BenchArgs;
 use tokio_util::sync::CancellationToken;
 
 /// Errors of a benchmark run (tests that fail are rows, not errors).
@@ -35,74 +35,8 @@ fn infra(e: impl std::fmt::Display) -> BenchError {
     BenchError::Infra(e.to_string())
 }
 
-/// What `harness bench` was asked to do (the binary parses the command line).
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Kernel (`debian:<v>`, `source:<definition>`, `path:<bzImage>` or
-    /// `tree:<dir>`); repeatable.
-    pub kernels: Vec<String>,
-    /// The config file the `tree:` kernels start from instead of tinyconfig.
-    pub kernel_config: Option<PathBuf>,
-    /// Topology `nodes=N,cpus=C,mem=SIZE`; repeatable.
-    pub topologies: Vec<String>,
-    /// Built-in configuration set: standard, seed, numa (ignored with --config
-    /// unless given explicitly too).
-    pub set: Option<String>,
-    /// A configuration `NAME[:KEY=VAL,...]` (see futex-bench --help); repeatable.
-    pub configs: Vec<String>,
-    /// Configuration the ratios are relative to (default: the first).
-    pub baseline: Option<String>,
-    /// Rounds per configuration (interleaved).
-    pub rounds: usize,
-    /// Seconds per round.
-    pub runtime: f64,
-    /// Worker threads per hash configuration (default: one per vCPU).
-    pub threads: Option<usize>,
-    /// Futexes per thread (perf's default 1024).
-    pub futexes: Option<usize>,
-    /// Kernel expectations for futex-bench (`immutable=1` makes a missing
-    /// immutable hash FAIL); default: from the kernel version.
-    pub expect: Option<String>,
-    /// Output directory (cells, bench.csv, bench.json, bench.svg).
-    pub out: PathBuf,
-    /// Accelerator.
-    pub accel: AccelChoice,
-    /// Debian mirror for `debian:` kernels.
-    pub debian_mirror: Option<String>,
-    /// Do not run: write DIR/initramfs.cpio and DIR/argv (NUL-separated, a
-    /// bare QEMU boot of the first kernel and topology with `--bare-suite`,
-    /// serial ports to files, no QMP) and exit. Used by `cargo xtask bench-boot`.
-    pub emit_bare: Option<PathBuf>,
-    /// Suite for --emit-bare.
-    pub bare_suite: String,
-}
-
-impl Default for Options {
-    /// The command line's defaults.
-    fn default() -> Options {
-        Options {
-            kernels: Vec::new(),
-            kernel_config: None,
-            topologies: vec!["nodes=2,cpus=2,mem=512M".into()],
-            set: None,
-            configs: Vec::new(),
-            baseline: None,
-            rounds: 3,
-            runtime: 1.0,
-            threads: None,
-            futexes: None,
-            expect: None,
-            out: "harness-out/bench".into(),
-            accel: AccelChoice::Auto,
-            debian_mirror: None,
-            emit_bare: None,
-            bare_suite: "none".into(),
-        }
-    }
-}
-
 /// The futex-bench arguments for a run (what the `bench` suite passes too).
-pub fn guest_args(a: &Options, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
+pub fn guest_args(a: &BenchArgs, nodes: usize) -> Result<(Vec<String>, Vec<String>), BenchError> {
     let mut specs = Vec::new();
     if let Some(s) = &a.set {
         specs.extend(guest_tests::bench::named_set(s, nodes).ok_or_else(|| {
@@ -155,7 +89,7 @@ pub use crate::suite::{
 /// `--expect` alone when given (it is the whole statement); else what the
 /// resolved kernel's version and definition say (`source:7.3-immutable`
 /// declares `immutable=1`).
-fn expect_for(a: &Options, k: &ResolvedKernel) -> Option<String> {
+fn expect_for(a: &BenchArgs, k: &ResolvedKernel) -> Option<String> {
     a.expect
         .clone()
         .or_else(|| k.expectations(None).ok().flatten())
@@ -209,7 +143,7 @@ pub struct Benched {
 /// reporter's, raised to 1 when a configuration is [`Measured::Missing`].
 /// `notice` says that a signal arrived (the handlers' note).
 pub async fn run(
-    a: Options,
+    a: BenchArgs,
     reporters: &mut Reporters,
     notice: fn(&str),
 ) -> Result<Benched, BenchError> {
@@ -430,11 +364,16 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn args(change: impl FnOnce(&mut Options)) -> Options {
-        let mut o = Options {
-            kernels: vec!["debian:7.3.4".into()],
-            ..Options::default()
-        };
+    /// `harness bench --kernel debian:7.3.4` (the command line's
+    /// defaults), then `change`.
+    fn args(change: impl FnOnce(&mut BenchArgs)) -> BenchArgs {
+        use clap::{Args, FromArgMatches};
+        let m = BenchArgs::augment_args(clap::Command::new("bench")).get_matches_from([
+            "bench",
+            "--kernel",
+            "debian:7.3.4",
+        ]);
+        let mut o = BenchArgs::from_arg_matches(&m).unwrap();
         change(&mut o);
         o
     }

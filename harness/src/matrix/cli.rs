@@ -1,8 +1,9 @@
-//! The `harness matrix` and `harness junit merge` front doors: a parsed
-//! [`Request`] (the binary owns the command line), selection, `--list`,
+//! The `harness matrix` and `harness junit merge` front doors: their
+//! arguments ([`super::args`], typed at the edge), selection, `--list`,
 //! then the planner and runner (`run`); the terminal output and the exit
 //! status are reporters of the binary.
 
+use super::args::{MatrixArgs, MergeArgs};
 use super::plan::{self, Filters};
 use super::report;
 use super::run::{self, Budget, Options};
@@ -13,60 +14,6 @@ use crate::reporter::junit::Junit;
 use crate::reporter::Reporters;
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
-
-/// What `harness matrix` was asked to do (the binary's arguments, parsed).
-#[derive(Debug, Clone, Default)]
-pub struct Request {
-    /// The matrix file. [`DEFAULT_MATRIX`] (the command line's default)
-    /// that does not exist means the matrix built into the harness.
-    pub matrix: PathBuf,
-    /// Cells at once: `auto` (host cores and ~75% of available memory),
-    /// `vcpus` or N.
-    pub jobs: crate::schedule::Admission,
-    /// Under TCG: `auto`, `multi` or `single`.
-    pub tcg_thread: crate::schedule::TcgChoice,
-    /// Only kernels whose name matches (glob; repeatable or comma-separated).
-    pub kernel: Vec<String>,
-    /// Only topologies whose name matches (glob).
-    pub topology: Vec<String>,
-    /// Only suites whose name matches (glob).
-    pub suite: Vec<String>,
-    /// Only test cases whose `binary/case` name matches (glob); topology
-    /// cases are always kept. `futex-numa/*` also skips the other binaries.
-    pub test: Option<String>,
-    /// List the selected cells (with shard assignments) and exit.
-    pub list: bool,
-    /// Print each selected cell's plan (what would be fetched or built,
-    /// its tests, QEMU's argv) and exit, with nothing done.
-    pub dry_run: bool,
-    /// With --list: list as JSON for a CI job matrix. Otherwise `--json
-    /// FILE` writes the JSON results file (schema: docs/results.md).
-    pub json: Option<Option<PathBuf>>,
-    /// `--html FILE`: the HTML report (docs/report.md).
-    pub html: Option<PathBuf>,
-    /// Run shard I of N (1-based; deterministic, balanced by cost).
-    pub shard: Option<(usize, usize)>,
-    /// Stop starting cells after the first unexpected result.
-    pub fail_fast: bool,
-    /// Only the cells that did not pass in the last aggregate report under --out.
-    pub rerun_failed: bool,
-    /// Reports and logs.
-    pub out: PathBuf,
-    /// Debian mirror for `debian:` kernels.
-    pub debian_mirror: Option<String>,
-    /// `--kcidb FILE`: the KCIDB document, with its origin and log base URL.
-    pub kcidb: Option<(PathBuf, crate::reporter::kcidb::Options)>,
-    /// `--gdb [SOCKET|PORT]` and whether the guest waits for gdb: one cell only.
-    pub gdb: Option<(String, bool)>,
-    /// `--costs FILE`: learned costs to read and update (default
-    /// `<out>/costs.json`); given explicitly, `--shard` balances by it too.
-    pub costs: Option<PathBuf>,
-    /// `--boot-per-cell`: every cell boots its own VM, even where another
-    /// cell's VM would be the same ([`crate::shared_boot`]).
-    pub boot_per_cell: bool,
-    /// `--history FILE|none`: the results history (default `<out>/history.sqlite`).
-    pub history: crate::history::Target,
-}
 
 /// `--test GLOB` against the suites of the selected cells: one that
 /// selects no case of any is a usage error naming what exists.
@@ -116,15 +63,6 @@ pub fn default_matrix() -> Result<DefaultMatrix, CacheError> {
     })
 }
 
-/// What `harness junit merge OUT IN...` was asked to do.
-#[derive(Debug, Clone, Default)]
-pub struct MergeRequest {
-    /// The merged report.
-    pub out: PathBuf,
-    /// Reports to join (shard reports), in order.
-    pub inputs: Vec<PathBuf>,
-}
-
 impl From<MatrixError> for crate::error::Error {
     fn from(e: MatrixError) -> Self {
         crate::error::Error::usage(e)
@@ -152,25 +90,28 @@ pub enum Done {
 /// matrix's JUnit reporter (one file per cell and the aggregate) added to
 /// `reporters`.
 pub async fn matrix(
-    args: Request,
+    args: MatrixArgs,
     cancel: CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Done, Error> {
     // Every output path is checked before the file is read, let alone a
     // kernel fetched.
-    crate::outputs::check_files(&[
+    let mut files = vec![
         ("--json", args.json.as_ref().and_then(|j| j.as_deref())),
-        ("--html", args.html.as_deref()),
-        ("--kcidb", args.kcidb.as_ref().map(|(p, _)| p.as_path())),
         ("--costs", args.costs.as_deref()),
-        ("--history", args.history.file()),
-    ])
-    .map_err(Error::usage)?;
+    ];
+    files.extend(args.reports.paths());
+    crate::outputs::check_files(&files).map_err(Error::usage)?;
     if !args.list {
         crate::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
     }
     if args.list && args.dry_run {
         return Err(Error::usage("--list and --dry-run: give one of them"));
+    }
+    if args.list && args.reports.html.is_some() {
+        return Err(Error::usage(
+            "--list writes no report: --html is for a run of the cells",
+        ));
     }
     // A dry run writes nothing: the built-in matrix is read from a
     // temporary copy, not unpacked into the cache.
@@ -313,7 +254,7 @@ pub async fn matrix(
         fail_fast: args.fail_fast,
         test_glob: args.test.clone(),
         debian_mirror: args.debian_mirror.clone(),
-        gdb: args.gdb.clone(),
+        gdb: args.gdb(),
         costs: costs.clone(),
         share_boots: !args.boot_per_cell,
         tcg_thread,
@@ -329,15 +270,7 @@ pub async fn matrix(
         if let Some(Some(p)) = &args.json {
             writes.push(format!("{} (the JSON results)", p.display()));
         }
-        if let Some(p) = &args.html {
-            writes.push(format!("{} (the HTML report)", p.display()));
-        }
-        if let Some((p, _)) = &args.kcidb {
-            writes.push(format!("{} (the KCIDB document)", p.display()));
-        }
-        if let Some(p) = args.history.path(&args.out) {
-            writes.push(format!("{} (the results history)", p.display()));
-        }
+        writes.extend(args.reports.writes(&args.out));
         let text = super::dry_run::plan(&m, &cells, &opts, &writes)?;
         return Ok(Done::Text(text));
     }
@@ -357,18 +290,7 @@ pub async fn matrix(
     if let Some(Some(path)) = &args.json {
         reporters.add(crate::reporter::json::Json::new(path));
     }
-    if let Some(path) = &args.html {
-        reporters.add(crate::reporter::html::Html::new(path));
-    }
-    if let Some((path, opts)) = &args.kcidb {
-        reporters.add(crate::reporter::kcidb::Kcidb::new(path, opts.clone()));
-    }
-    if let Some(path) = args.history.path(&args.out) {
-        reporters.add(crate::reporter::history::History::new(
-            &path,
-            crate::history::command_line(),
-        ));
-    }
+    args.reports.add_reporters(&args.out, reporters);
     run::run(&m, &cells, &opts, &cancel, reporters).await?;
     Ok(Done::Ran)
 }
@@ -402,7 +324,7 @@ fn no_match(m: &super::Matrix, f: &Filters) -> String {
 }
 
 /// Runs `harness junit merge`; says what it wrote.
-pub fn merge(args: MergeRequest) -> Result<String, Error> {
+pub fn merge(args: MergeArgs) -> Result<String, Error> {
     report::merge(&args.out, &args.inputs)?;
     Ok(format!(
         "merged {} reports into {}",

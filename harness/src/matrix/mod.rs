@@ -10,6 +10,7 @@
 //!
 //! See `docs/matrix.md` for the file format.
 
+pub mod args;
 pub mod cli;
 mod dry_run;
 pub use crate::glob;

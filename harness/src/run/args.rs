@@ -40,19 +40,12 @@ pub struct RunArgs {
     /// JSON results file (schema: docs/results.md).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
-    /// Self-contained HTML report of the run (docs/report.md), rewritten
-    /// as cells finish.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// KCIDB output (--kcidb, --kcidb-origin, ...).
+    /// The other report files (--html, --kcidb, --history).
     #[command(flatten)]
-    pub kcidb: crate::args::KcidbArgs,
+    pub reports: crate::args::ReportFiles,
     /// Cost profile output (--profile).
     #[command(flatten)]
     pub profile: crate::args::ProfileArgs,
-    /// Where the run's results history goes (--history).
-    #[command(flatten)]
-    pub history: crate::args::HistoryArgs,
     /// Directory for console logs, raw KTAP and QEMU's argv.
     #[arg(long, default_value = "harness-out")]
     pub out: PathBuf,

@@ -108,14 +108,12 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
     if let Some(glob) = &args.test {
         crate::planner::check_test(glob, &args.suite, &user_tests)?;
     }
-    crate::outputs::check_files(&[
+    let mut files = vec![
         ("--junit", args.junit.as_deref()),
         ("--json", args.json.as_deref()),
-        ("--html", args.html.as_deref()),
-        ("--kcidb", args.kcidb.kcidb.as_deref()),
-        ("--history", args.history.target().file()),
-    ])
-    .map_err(Error::usage)?;
+    ];
+    files.extend(args.reports.paths());
+    crate::outputs::check_files(&files).map_err(Error::usage)?;
     crate::outputs::check_dir("--out", &args.out).map_err(Error::usage)?;
     let guest_env = args
         .guest_env
@@ -177,18 +175,7 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
     if let Some(p) = &args.json {
         reporters.add(Json::new(p));
     }
-    if let Some(p) = &args.html {
-        reporters.add(crate::reporter::html::Html::new(p));
-    }
-    if let Some((p, opts)) = args.kcidb.output() {
-        reporters.add(crate::reporter::kcidb::Kcidb::new(&p, opts));
-    }
-    if let Some(p) = args.history.target().path(&args.out) {
-        reporters.add(crate::reporter::history::History::new(
-            &p,
-            crate::history::command_line(),
-        ));
-    }
+    args.reports.add_reporters(&args.out, reporters);
     // Built before the handlers: a signal during the build ends it at once.
     session.guest_bins(reporters).await?;
     args.debug.before_boot(&cell, reporters)?;

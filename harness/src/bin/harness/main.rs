@@ -61,7 +61,7 @@ enum Command {
     /// backports where the release's is too old for TCG, virtiofsd.
     Setup(doctor::SetupArgs),
     /// Run the cells of a matrix file (kernels x topologies x suites).
-    Matrix(args::MatrixArgs),
+    Matrix(harness::matrix::args::MatrixArgs),
     /// JUnit report tools.
     #[command(subcommand)]
     Junit(JunitCommand),
@@ -70,7 +70,7 @@ enum Command {
     #[command(subcommand)]
     Kselftest(tools::KselftestCommand),
     /// Benchmark futex configurations across kernels and topologies (see docs/bench.md).
-    Bench(args::BenchArgs),
+    Bench(harness::bench::BenchArgs),
     /// Kernels built from source (`kernels/<name>.yaml`).
     #[command(subcommand)]
     Kernel(tools::KernelCmd),
@@ -93,7 +93,7 @@ enum Command {
 #[derive(Subcommand)]
 enum JunitCommand {
     /// Join reports (e.g. of shards) into one, losslessly.
-    Merge(args::MergeArgs),
+    Merge(harness::matrix::args::MergeArgs),
 }
 
 fn main() -> ExitCode {
@@ -144,14 +144,12 @@ fn main() -> ExitCode {
                 .await
                 .map_err(anyhow::Error::from)
                 .map_err(doctor::with_setup_hint),
-            Command::Junit(JunitCommand::Merge(args)) => {
-                harness::matrix::cli::merge(args.request())
-                    .map(|said| {
-                        println!("{said}");
-                        EXIT_OK
-                    })
-                    .map_err(anyhow::Error::from)
-            }
+            Command::Junit(JunitCommand::Merge(args)) => harness::matrix::cli::merge(args)
+                .map(|said| {
+                    println!("{said}");
+                    EXIT_OK
+                })
+                .map_err(anyhow::Error::from),
             Command::Kselftest(c) => tools::kselftest(c).await,
             Command::Bench(args) => {
                 let exit = ExitStatus::new();
@@ -165,7 +163,7 @@ fn main() -> ExitCode {
                 if let Some(p) = &args.json {
                     reporters.add(Json::new(p));
                 }
-                match harness::bench::run(args.request(), &mut reporters, say).await {
+                match harness::bench::run(args, &mut reporters, say).await {
                     Ok(b) => {
                         print!("{}", b.summary);
                         Ok(match b.measured {
@@ -417,9 +415,8 @@ fn host_report() -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-async fn matrix(args: args::MatrixArgs) -> Result<u8, Error> {
+async fn matrix(args: harness::matrix::args::MatrixArgs) -> Result<u8, Error> {
     let profile = args.profile.profile;
-    let args = args.request();
     let cancel = CancellationToken::new();
     harness::signals::install(cancel.clone(), say)
         .map_err(|e| Error::infra(format!("installing signal handlers: {e}")))?;
