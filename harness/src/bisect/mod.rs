@@ -6,7 +6,8 @@
 //! ([`step`], the hidden `bisect-step` subcommand) builds the checked-out
 //! commit incrementally (one persistent `O=` object directory under the
 //! bisect directory, the definition's config base, fragments and required
-//! options, ccache), boots it with [`crate::cell::run`] and runs only the
+//! options, ccache), boots it through `Session::prepare` and the runner as
+//! a `path:` kernel (the same corridor as every door) and runs only the
 //! selected tests, `--repeat` times, and exits 0 (good), 1 (bad) or 125
 //! (skip: build failure, boot failure, infrastructure error). Each step
 //! appends a JSON line to `<out>/steps.jsonl` and keeps its build log,

@@ -2,7 +2,6 @@
 //! and their cached images) and `harness kselftest` (the upstream
 //! selftests: build, compare).
 
-use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
 
@@ -116,8 +115,9 @@ pub async fn kselftest(c: KselftestCommand) -> anyhow::Result<u8> {
             }
             let report = harness::kselftest::compare_junit(&xml).map_err(Error::usage)?;
             match out {
-                Some(p) => std::fs::write(&p, report)
-                    .with_context(|| format!("writing {}", p.display()))?,
+                Some(p) => {
+                    harness::reporter::write_atomic(&p, report.as_bytes()).map_err(Error::infra)?
+                }
                 None => print!("{report}"),
             }
             Ok(EXIT_OK)
