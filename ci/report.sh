@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Joins the shards' JSON results into one file, draws the HTML report of
-# the run, and writes the job summary (the counts, and what changed since
-# the base branch's last run when BASE names its results file).
+# the run, and writes the job summary (`harness report markdown`: the
+# counts, the grid and the failures; and what changed since the base
+# branch's last run when BASE names its results file).
 # Usage: ci/report.sh OUT_DIR SHARD_DIR...
 # Env: BASE (optional): the base branch's results.json.
 #      GITHUB_STEP_SUMMARY (Actions): where the markdown goes.
@@ -33,23 +34,8 @@ EOF
 harness report html "$out/results.json" -o "$out/report.html"
 summary="${GITHUB_STEP_SUMMARY:-$out/summary.md}"
 {
-  echo "## Kernel matrix"
-  echo
-  python3 - "$out/results.json" <<'EOF'
-import json, sys
-doc = json.load(open(sys.argv[1]))
-cells = doc.get("cells", [])
-tot = {"pass": 0, "fail": 0, "xfail": 0, "skip": 0}
-for c in cells:
-    for k in tot:
-        tot[k] += (c.get("counts") or {}).get(k, 0)
-bad = [c["name"] for c in cells if c.get("status") != "passed"]
-print(f"{len(cells)} cells: {tot['pass']} passed, {tot['fail']} failed, "
-      f"{tot['xfail']} known failures, {tot['skip']} skipped")
-if bad:
-    print()
-    print("Cells not passed: " + ", ".join(f"`{b}`" for b in bad))
-EOF
+  # The counts, the grid and the cells not passed, from the typed results.
+  harness report markdown "$out/results.json"
   echo
   if [ -n "${BASE:-}" ] && [ -f "$BASE" ]; then
     echo "### Against the base branch's last run"

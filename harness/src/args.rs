@@ -15,6 +15,11 @@ pub struct ReportFiles {
     /// as cells finish.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The run as Markdown (counts, the grid, the cells not passed with
+    /// their failures; docs/report.md), for a CI job summary; rewritten as
+    /// cells finish.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
     /// KCIDB output (--kcidb, --origin, --log-base-url).
     #[command(flatten)]
     pub kcidb: KcidbArgs,
@@ -29,6 +34,7 @@ impl ReportFiles {
     pub fn paths(&self) -> Vec<(&'static str, Option<&Path>)> {
         vec![
             ("--html", self.html.as_deref()),
+            ("--markdown", self.markdown.as_deref()),
             ("--kcidb", self.kcidb.kcidb.as_deref()),
             (
                 "--history",
@@ -42,6 +48,9 @@ impl ReportFiles {
         let mut w = Vec::new();
         if let Some(p) = &self.html {
             w.push(format!("{} (the HTML report)", p.display()));
+        }
+        if let Some(p) = &self.markdown {
+            w.push(format!("{} (the Markdown summary)", p.display()));
         }
         if let Some(p) = &self.kcidb.kcidb {
             w.push(format!("{} (the KCIDB document)", p.display()));
@@ -57,6 +66,9 @@ impl ReportFiles {
     pub fn add_reporters(&self, out: &Path, reporters: &mut Reporters) {
         if let Some(p) = &self.html {
             reporters.add(crate::reporter::html::Html::new(p));
+        }
+        if let Some(p) = &self.markdown {
+            reporters.add(crate::reporter::markdown::Markdown::new(p));
         }
         if let Some((p, opts)) = self.kcidb.output() {
             reporters.add(kcidb::Kcidb::new(&p, opts));

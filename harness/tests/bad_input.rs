@@ -13,6 +13,10 @@ struct Row {
 }
 
 const ROWS: &[Row] = &[
+    Row { args: &["report", "markdown", "/nonexistent.json"], code: 2,
+          message: "harness: error: /nonexistent.json: No such file or directory (os error 2)" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--markdown", "/etc/passwd/summary.md"], code: 2,
+          message: "harness: error: --markdown /etc/passwd/summary.md: /etc/passwd is a file, not a directory" },
     Row { args: &["run", "--kernel", "debian:7.3", "--fresh-boot"], code: 2,
           message: "harness: error: --fresh-boot needs --repeat N or --until-fail" },
     Row { args: &["run", "--kernel", "debian:7.3", "--max", "5"], code: 2,

@@ -131,7 +131,8 @@ fn plan_two_shards_merge_covers_every_cell_once() {
         "every cell passed"
     );
     let text = std::fs::read_to_string(&summary).unwrap();
-    assert!(text.contains("4 cells: "), "{text}");
+    assert!(text.contains("4 cells (0 not passed): "), "{text}");
+    assert!(text.contains("| kernel | "), "the grid: {text}");
     assert!(text.contains("No earlier run of the base branch"), "{text}");
 
     // With the base branch's results: the comparison is in the summary.

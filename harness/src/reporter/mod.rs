@@ -1,7 +1,7 @@
 //! Reporters: subscribers of the runner's [`Event`] stream. Each output of
 //! a run is one reporter in one file — the terminal (in the binary), JUnit
 //! ([`junit`]), the JSON results file ([`json`]), the HTML report
-//! ([`html`]), the results history ([`history`]) and the exit status
+//! ([`html`]), the Markdown summary ([`markdown`]), the results history ([`history`]) and the exit status
 //! ([`exit`]) — and a new output is a new file here, not a change to the
 //! front doors or the runner (nextest-runner's `reporter/` is the model).
 
@@ -12,6 +12,7 @@ pub mod html;
 pub mod json;
 pub mod junit;
 pub mod kcidb;
+pub mod markdown;
 
 use crate::events::Event;
 

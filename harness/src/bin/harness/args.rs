@@ -1,5 +1,5 @@
 //! The command line of the binary's own small doors (`history`,
-//! `compare`, `report kcidb`, `report html`); the front doors in the
+//! `compare`, `report kcidb`, `report html`, `report markdown`); the front doors in the
 //! library (`run`, `matrix`, `junit merge`, `bench`, `bisect`) keep their
 //! clap types beside their code.
 
@@ -61,6 +61,9 @@ pub enum ReportCommand {
     /// One self-contained HTML page of one or more JSON results files
     /// (docs/report.md).
     Html(HtmlReportArgs),
+    /// The run as Markdown (counts, the grid, the cells not passed with
+    /// their failures) for a CI job summary (docs/report.md).
+    Markdown(MarkdownReportArgs),
 }
 
 impl ReportCommand {
@@ -69,6 +72,7 @@ impl ReportCommand {
         match self {
             ReportCommand::Kcidb(a) => a.run(),
             ReportCommand::Html(a) => a.run(),
+            ReportCommand::Markdown(a) => a.run(),
         }
     }
 }
@@ -91,14 +95,55 @@ impl HtmlReportArgs {
         use harness::error::Error;
         use harness::reporter::html;
         harness::outputs::check_file("--output", &self.output).map_err(Error::usage)?;
-        let runs = self
-            .results
-            .iter()
-            .map(|p| html::read(p))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Error::usage)?;
+        let runs = read_results(&self.results)?;
         harness::reporter::write_atomic(&self.output, html::render(&runs).as_bytes())
             .map_err(Error::infra)
+    }
+}
+
+/// The results files a report is drawn from: one that cannot be read is
+/// a usage error naming it.
+fn read_results(
+    paths: &[PathBuf],
+) -> Result<Vec<harness::results::Results>, harness::error::Error> {
+    paths
+        .iter()
+        .map(|p| harness::reporter::html::read(p))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(harness::error::Error::usage)
+}
+
+/// `harness report markdown RESULTS.json... [-o FILE]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MarkdownReportArgs {
+    /// JSON results files (`--json` of run or matrix; the shards of one
+    /// run), in order.
+    #[arg(required = true, value_name = "RESULTS")]
+    pub results: Vec<PathBuf>,
+    /// Write the Markdown here (default: stdout).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+impl MarkdownReportArgs {
+    /// Runs `harness report markdown`: a results file that cannot be read
+    /// is a usage error naming it.
+    pub fn run(self) -> Result<(), harness::error::Error> {
+        use harness::error::Error;
+        use harness::reporter::markdown;
+        if let Some(o) = &self.output {
+            harness::outputs::check_file("--output", o).map_err(Error::usage)?;
+        }
+        let runs = read_results(&self.results)?;
+        let text = markdown::render(&runs.iter().collect::<Vec<_>>());
+        match &self.output {
+            Some(o) => harness::reporter::write_atomic(o, text.as_bytes()).map_err(Error::infra),
+            None => {
+                // A closed pipe (`| head`) is not an error worth a panic.
+                let _ = std::io::Write::write_all(&mut std::io::stdout(), text.as_bytes());
+                Ok(())
+            }
+        }
     }
 }
 
