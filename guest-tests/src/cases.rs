@@ -19,6 +19,8 @@ use std::time::Duration;
 pub struct Ctx {
     /// The kernel features the matrix says this kernel has.
     pub expect: Expect,
+    /// The running case's name (a case of a table finds its row by it).
+    pub case: &'static str,
 }
 
 /// One test case.
@@ -128,18 +130,18 @@ pub fn main(about: &str, cases: &[Case]) -> ! {
             println!("{RESULT_TAG}FAIL no case named {name}");
             std::process::exit(1);
         };
-        let outcome = (c.run)(&Ctx { expect });
+        let ctx = Ctx {
+            expect,
+            case: c.name,
+        };
+        let outcome = (c.run)(&ctx);
         let line = match &outcome {
             Outcome::Pass => "PASS".to_string(),
             Outcome::Fail(w) => format!("FAIL {}", w.replace('\n', " | ")),
             Outcome::Skip(w) => format!("SKIP {}", w.replace('\n', " ")),
         };
         println!("{RESULT_TAG}{line}");
-        std::process::exit(if matches!(outcome, Outcome::Fail(_)) {
-            1
-        } else {
-            0
-        });
+        std::process::exit(i32::from(matches!(outcome, Outcome::Fail(_))));
     }
 
     let selected: Vec<&Case> = cases

@@ -120,6 +120,14 @@ pub fn want_err(what: &str, got: Result<i64, Errno>, want: i32) -> Result<(), St
     }
 }
 
+/// `Ok` if the call returned `want`: a count, or `Err(errno)`.
+pub fn want_res(what: &str, got: Result<i64, Errno>, want: Result<i64, i32>) -> Result<(), String> {
+    match want {
+        Ok(n) => want_ok(what, got, n),
+        Err(e) => want_err(what, got, e),
+    }
+}
+
 /// `Ok` if `got == want`.
 pub fn want_eq<T: PartialEq + Debug>(what: &str, got: T, want: T) -> Result<(), String> {
     if got == want {

@@ -70,7 +70,7 @@
 mod nodes;
 
 use guest_tests::cases::{self, diag, Case, Ctx};
-use guest_tests::ktap::{done, Check, Outcome};
+use guest_tests::ktap::{done, fail, Check, Outcome};
 use guest_tests::numa::{
     self, expect_flags_rejected, list_str, mpol, node_str, page_size, pin_checked,
     set_mempolicy_home_node, wait_ms, wake, want_eq, want_err, want_ok, Mapping, Topology, Waiter,
@@ -86,16 +86,11 @@ const NUMA_MPOL: u32 = PRIVATE_NUMA | sys::FUTEX2_MPOL;
 /// `U32 | PRIVATE | MPOL`.
 const MPOL_ONLY: u32 = PRIVATE_PLAIN | sys::FUTEX2_MPOL;
 
-/// With `numa=0`: NUMA|MPOL and MPOL alone must be EINVAL.
-fn absent(ctx: &Ctx) -> Option<Check> {
-    if ctx.expect.numa {
-        return None;
-    }
-    Some(
-        expect_flags_rejected(NUMA_MPOL)
-            .and_then(|_| expect_flags_rejected(MPOL_ONLY))
-            .map_err(Outcome::from),
-    )
+/// What every case checks instead with `numa=0`: NUMA|MPOL and MPOL alone
+/// are EINVAL.
+fn absent() -> Check {
+    expect_flags_rejected(NUMA_MPOL)?;
+    Ok(expect_flags_rejected(MPOL_ONLY)?)
 }
 
 /// A memory policy for the futex page.
@@ -233,89 +228,114 @@ fn another_node(t: &Topology) -> Option<Check> {
     })
 }
 
-fn preferred(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
-    let t = topo()?;
-    if let Some(skip) = another_node(&t) {
-        return skip;
-    }
-    for n in t.memory_nodes() {
-        check_policy(
-            ctx,
-            &Policy::new(mpol::PREFERRED, &[n], None),
-            &t.pin_targets(),
-        )?;
-    }
-    PASS
+/// What a policy case's policies vary over.
+#[derive(Clone, Copy)]
+enum Over {
+    /// Each memory node N: the policy's nodes are {N}.
+    Node,
+    /// Each online node H: the policy is over every memory node, home H.
+    Home,
+    /// One policy over every memory node, no home.
+    Memory,
+    /// One policy without nodes (LOCAL).
+    NoNodes,
 }
 
-fn preferred_remote(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
-    let t = topo()?;
-    let pairs = remote_pairs(&t, &t.memory_nodes());
-    if pairs.is_empty() {
-        return skip_remote(&t, "a node with memory");
-    }
-    for (n, target) in pairs {
-        check_policy(ctx, &Policy::new(mpol::PREFERRED, &[n], None), &[target])?;
-    }
-    PASS
+/// A case body: a policy case (its modes, what its policies vary over,
+/// whether the caller must be on a node other than the varying one), a
+/// preset node under a policy (whether it must differ from the policy's),
+/// or a function of its own.
+enum Body {
+    Policies(&'static [i32], Over, bool),
+    Override(bool),
+    Own(fn(&Ctx) -> Check),
+}
+use mpol::{BIND, INTERLEAVE, LOCAL, PREFERRED, PREFERRED_MANY, WEIGHTED_INTERLEAVE};
+use Body::{Override, Own, Policies as Pol};
+use Over::{Home, Memory, NoNodes, Node};
+const ANY_CPU: bool = false;
+const REMOTE: bool = true;
+
+/// Every case, in order; with `numa=0` each is [`absent`] instead.
+#[rustfmt::skip] // one row a line
+const CASES: &[(&str, Body)] = &[
+    ("preferred", Pol(&[PREFERRED], Node, ANY_CPU)),
+    ("preferred-remote", Pol(&[PREFERRED], Node, REMOTE)),
+    ("bind-home", Pol(&[BIND], Home, ANY_CPU)),
+    ("bind-home-remote", Pol(&[BIND], Home, REMOTE)),
+    ("bind-no-home", Pol(&[BIND], Node, ANY_CPU)),
+    ("preferred-many-home", Pol(&[PREFERRED_MANY], Home, ANY_CPU)),
+    ("preferred-many-home-remote", Pol(&[PREFERRED_MANY], Home, REMOTE)),
+    ("preferred-many-no-home", Pol(&[PREFERRED_MANY], Memory, ANY_CPU)),
+    ("interleave", Pol(&[INTERLEAVE], Memory, ANY_CPU)),
+    ("weighted-interleave", Pol(&[WEIGHTED_INTERLEAVE], Memory, ANY_CPU)),
+    ("local", Pol(&[LOCAL], NoNodes, ANY_CPU)),
+    ("default", Own(default_policy)),
+    ("caller-node-modes-remote", Pol(&[BIND, PREFERRED_MANY, INTERLEAVE, WEIGHTED_INTERLEAVE], Node, REMOTE)),
+    ("explicit-node-overrides-policy", Override(ANY_CPU)),
+    ("explicit-node-overrides-policy-remote", Override(REMOTE)),
+    ("mpol-only-no-writeback", Own(mpol_only_no_writeback)),
+    ("mpol-only-no-alignment", Own(mpol_only_no_alignment)),
+    ("mpol-only-routes-key", Own(mpol_only_routes_key)),
+    ("mpol-only-routes-key-cross-node", Own(mpol_only_routes_cross_node)),
+    ("task-policy-ignored", Own(nodes::task_policy_ignored)),
+    ("waitv-entry-nodes", Own(nodes::waitv_entry_nodes)),
+    ("requeue-across-nodes", Own(nodes::requeue_across_nodes)),
+];
+
+fn run(ctx: &Ctx) -> Outcome {
+    let Some((_, body)) = CASES.iter().find(|r| r.0 == ctx.case) else {
+        return fail(format!("no row for case {}", ctx.case));
+    };
+    done(match body {
+        _ if !ctx.expect.numa => absent(),
+        Pol(modes, over, remote) => policies(ctx, modes, *over, *remote),
+        Override(remote) => explicit_override(*remote),
+        Own(f) => f(ctx),
+    })
 }
 
-fn with_home(ctx: &Ctx, mode: i32, remote: bool) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
+/// For each mode and each node `over` names, [`check_policy`] on every
+/// CPU (SKIP with one memory node), or with `remote` on each CPU of a
+/// node other than that one (SKIP without such a CPU).
+fn policies(ctx: &Ctx, modes: &[i32], over: Over, remote: bool) -> Check {
     let t = topo()?;
-    if !remote {
+    let mem = t.memory_nodes();
+    let (nodes, what) = match over {
+        Home => (t.online.clone(), "a home node"),
+        Node => (mem.clone(), "a node with memory"),
+        Memory | NoNodes => (vec![0], ""),
+    };
+    let policy = |mode, v| match over {
+        Node => Policy::new(mode, &[v], None),
+        Home => Policy::new(mode, &mem, Some(v)),
+        Memory => Policy::new(mode, &mem, None),
+        NoNodes => Policy::new(mode, &[], None),
+    };
+    if remote {
+        let pairs = remote_pairs(&t, &nodes);
+        if pairs.is_empty() {
+            return skip_remote(&t, what);
+        }
+        for &mode in modes {
+            for &(v, target) in &pairs {
+                check_policy(ctx, &policy(mode, v), &[target])?;
+            }
+        }
+    } else {
         if let Some(skip) = another_node(&t) {
             return skip;
         }
-    }
-    let mem = t.memory_nodes();
-    if remote {
-        let pairs = remote_pairs(&t, &t.online);
-        if pairs.is_empty() {
-            return skip_remote(&t, "a home node");
-        }
-        for (h, target) in pairs {
-            check_policy(ctx, &Policy::new(mode, &mem, Some(h)), &[target])?;
-        }
-    } else {
-        for &h in &t.online {
-            check_policy(ctx, &Policy::new(mode, &mem, Some(h)), &t.pin_targets())?;
+        for &mode in modes {
+            for &v in &nodes {
+                check_policy(ctx, &policy(mode, v), &t.pin_targets())?;
+            }
         }
     }
     PASS
 }
 
-fn caller_node_mode(ctx: &Ctx, mode: i32, each_node: bool) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
-    let t = topo()?;
-    if let Some(skip) = another_node(&t) {
-        return skip;
-    }
-    let mem = t.memory_nodes();
-    if each_node {
-        for n in mem {
-            check_policy(ctx, &Policy::new(mode, &[n], None), &t.pin_targets())?;
-        }
-    } else {
-        check_policy(ctx, &Policy::new(mode, &mem, None), &t.pin_targets())?;
-    }
-    PASS
-}
-
-fn default_policy(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
+fn default_policy(_: &Ctx) -> Check {
     let t = topo()?;
     if let Some(skip) = another_node(&t) {
         return skip;
@@ -362,28 +382,6 @@ fn default_policy(ctx: &Ctx) -> Check {
     PASS
 }
 
-fn caller_node_modes_remote(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
-    let t = topo()?;
-    let pairs = remote_pairs(&t, &t.memory_nodes());
-    if pairs.is_empty() {
-        return skip_remote(&t, "a node with memory");
-    }
-    for mode in [
-        mpol::BIND,
-        mpol::PREFERRED_MANY,
-        mpol::INTERLEAVE,
-        mpol::WEIGHTED_INTERLEAVE,
-    ] {
-        for &(n, target) in &pairs {
-            check_policy(ctx, &Policy::new(mode, &[n], None), &[target])?;
-        }
-    }
-    PASS
-}
-
 fn override_one(m: &Mapping, preset: u32, pol_node: u32) -> Result<(), String> {
     let ps = page_size();
     m.protect(0, ps, libc::PROT_READ | libc::PROT_WRITE)?;
@@ -415,10 +413,7 @@ fn override_one(m: &Mapping, preset: u32, pol_node: u32) -> Result<(), String> {
     m.protect(0, ps, libc::PROT_READ | libc::PROT_WRITE)
 }
 
-fn explicit_override(ctx: &Ctx, remote: bool) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
+fn explicit_override(remote: bool) -> Check {
     let t = topo()?;
     let mut pairs = Vec::new();
     for &p in &t.possible {
@@ -443,10 +438,7 @@ fn explicit_override(ctx: &Ctx, remote: bool) -> Check {
     PASS
 }
 
-fn mpol_only_no_writeback(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
+fn mpol_only_no_writeback(_: &Ctx) -> Check {
     let t = topo()?;
     for n in t.memory_nodes() {
         let m = Mapping::anon(1, false)?;
@@ -479,10 +471,7 @@ fn mpol_only_no_writeback(ctx: &Ctx) -> Check {
     PASS
 }
 
-fn mpol_only_no_alignment(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
+fn mpol_only_no_alignment(_: &Ctx) -> Check {
     let t = topo()?;
     let ps = page_size();
     let m = Mapping::anon(2, false)?;
@@ -510,9 +499,6 @@ fn mpol_only_no_alignment(ctx: &Ctx) -> Check {
 }
 
 fn mpol_only_routes_key(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
     let t = topo()?;
     if !ctx.expect.private_hash {
         return Err(Outcome::Skip(
@@ -564,9 +550,6 @@ fn mpol_only_routes_key(ctx: &Ctx) -> Check {
 }
 
 fn mpol_only_routes_cross_node(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
     let t = topo()?;
     let mem = t.memory_nodes();
     if mem.len() < 2 {
@@ -626,74 +609,8 @@ const ABOUT: &str =
     "the node a FUTEX2_MPOL futex ({val, -1}) gets from its page's memory policy (docs/futex-abi.md section 3).";
 
 fn main() {
-    cases::main(
-        ABOUT,
-        &[
-            Case::new("preferred", |c| done(preferred(c))),
-            Case::new("preferred-remote", |c| done(preferred_remote(c))),
-            Case::new("bind-home", |c| done(with_home(c, mpol::BIND, false))),
-            Case::new("bind-home-remote", |c| done(with_home(c, mpol::BIND, true))),
-            Case::new("bind-no-home", |c| {
-                done(caller_node_mode(c, mpol::BIND, true))
-            }),
-            Case::new("preferred-many-home", |c| {
-                done(with_home(c, mpol::PREFERRED_MANY, false))
-            }),
-            Case::new("preferred-many-home-remote", |c| {
-                done(with_home(c, mpol::PREFERRED_MANY, true))
-            }),
-            Case::new("preferred-many-no-home", |c| {
-                done(caller_node_mode(c, mpol::PREFERRED_MANY, false))
-            }),
-            Case::new("interleave", |c| {
-                done(caller_node_mode(c, mpol::INTERLEAVE, false))
-            }),
-            Case::new("weighted-interleave", |c| {
-                done(caller_node_mode(c, mpol::WEIGHTED_INTERLEAVE, false))
-            }),
-            Case::new("local", |c| done(caller_node_mode_local(c))),
-            Case::new("default", |c| done(default_policy(c))),
-            Case::new("caller-node-modes-remote", |c| {
-                done(caller_node_modes_remote(c))
-            }),
-            Case::new("explicit-node-overrides-policy", |c| {
-                done(explicit_override(c, false))
-            }),
-            Case::new("explicit-node-overrides-policy-remote", |c| {
-                done(explicit_override(c, true))
-            }),
-            Case::new("mpol-only-no-writeback", |c| {
-                done(mpol_only_no_writeback(c))
-            }),
-            Case::new("mpol-only-no-alignment", |c| {
-                done(mpol_only_no_alignment(c))
-            }),
-            Case::new("mpol-only-routes-key", |c| done(mpol_only_routes_key(c))),
-            Case::new("mpol-only-routes-key-cross-node", |c| {
-                done(mpol_only_routes_cross_node(c))
-            }),
-            Case::new("task-policy-ignored", |c| {
-                done(nodes::task_policy_ignored(c))
-            }),
-            Case::new("waitv-entry-nodes", |c| done(nodes::waitv_entry_nodes(c))),
-            Case::new("requeue-across-nodes", |c| {
-                done(nodes::requeue_across_nodes(c))
-            }),
-        ],
-    );
-}
-
-/// LOCAL takes no nodemask.
-fn caller_node_mode_local(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
-    let t = topo()?;
-    if let Some(skip) = another_node(&t) {
-        return skip;
-    }
-    check_policy(ctx, &Policy::new(mpol::LOCAL, &[], None), &t.pin_targets())?;
-    PASS
+    let cases: Vec<Case> = CASES.iter().map(|r| Case::new(r.0, run)).collect();
+    cases::main(ABOUT, &cases);
 }
 
 #[cfg(test)]
@@ -705,9 +622,11 @@ mod tests {
     fn policy_resolution_follows_futex_key_to_node() {
         let on = Ctx {
             expect: Expect::for_release("7.3.4"),
+            case: "",
         };
         let mut off = Ctx {
             expect: Expect::for_release("7.3.4"),
+            case: "",
         };
         off.expect.mpol = false;
         let caller = 3;

@@ -92,24 +92,87 @@ use guest_tests::cases::{self, diag, Case, Ctx};
 use guest_tests::ktap::{done, fail, Check, Outcome};
 use guest_tests::numa::{
     self, expect_flags_rejected, list_str, node_str, page_size, pin_checked, wait_ms, waitv_entry,
-    waitv_ms, wake, want_eq, want_err, want_ok, Mapping, Topology, Waiter, FUTEX2_SIZE_U16,
-    FUTEX2_SIZE_U64, FUTEX2_SIZE_U8, PRIVATE_NUMA, PRIVATE_PLAIN,
+    waitv_ms, wake, want_eq, want_err, want_ok, want_res, Mapping, Topology, Waiter,
+    FUTEX2_SIZE_U16, FUTEX2_SIZE_U64, FUTEX2_SIZE_U8, PRIVATE_NUMA, PRIVATE_PLAIN,
 };
-use guest_tests::sys::{self, FUTEX_NO_NODE};
+use guest_tests::sys::{self, Errno, FutexWaitv, FUTEX_NO_NODE};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 const NO: u32 = FUTEX_NO_NODE;
 
-/// Runs a case whose body needs FUTEX2_NUMA: with `numa=0` the case is
-/// instead the generic check that the flag is refused.
-fn numa_case(ctx: &Ctx, body: fn(&Ctx) -> Check) -> Outcome {
-    if ctx.expect.numa {
-        done(body(ctx))
-    } else {
-        done(expect_flags_rejected(PRIVATE_NUMA).map_err(Outcome::from))
-    }
+/// What a case checks instead on a kernel without FUTEX2_NUMA (`numa=0`);
+/// `None`: its body runs anyway and checks `numa=0` itself.
+type Absent = Option<fn() -> Check>;
+/// The generic check: wake and wait with U32|PRIVATE|NUMA are EINVAL.
+const REFUSED: Absent = Some(|| Ok(expect_flags_rejected(PRIVATE_NUMA)?));
+const WAITV: Absent = Some(waitv_absent);
+const REQUEUE: Absent = Some(requeue_absent);
+const OWN: Absent = None;
+
+/// A case body: a function of its own, a call that must write each CPU's
+/// node, or a check of each node of a list (which may skip or fail).
+enum Body {
+    Own(fn(&Ctx) -> Check),
+    WriteBack(WriteBack),
+    Nodes(fn(&Topology) -> Result<Vec<u32>, Outcome>, NodeCheck),
+}
+use Body::{Nodes, Own, WriteBack as Wb};
+
+/// One node of a list, on a fresh `Mapping` shared by the list.
+type NodeCheck = fn(&Topology, &Mapping, u32) -> Result<(), String>;
+
+/// Every case, in order: its name, its `numa=0` check, its body.
+#[rustfmt::skip] // one row a line
+const CASES: &[(&str, Absent, Body)] = &[
+    ("flag-accepted", REFUSED, Own(flag_accepted)),
+    ("misaligned-einval", REFUSED, Own(misaligned_einval)),
+    ("page-end-einval", REFUSED, Own(page_end_einval)),
+    ("prot-none-efault", REFUSED, Own(prot_none_efault)),
+    ("sizes-other-than-u32-einval", REFUSED, Own(sizes_einval)),
+    ("node-possible-accepted", REFUSED, Nodes(described, accepted_node)),
+    ("node-possible-offline-accepted", REFUSED, Nodes(offline, accepted_node)),
+    ("node-offline-wait-timeout-unchanged", REFUSED, Nodes(offline, offline_times_out)),
+    ("node-offline-wait-wake-one", REFUSED, Nodes(offline, offline_wake_one)),
+    ("node-offline-own-table", REFUSED, Nodes(offline, offline_own_table)),
+    ("node-not-possible-einval", REFUSED, Nodes(not_possible, rejected_node)),
+    ("node-out-of-range-einval", REFUSED, Nodes(out_of_range, rejected_node)),
+    ("writeback-wait-eagain-each-cpu", REFUSED, Wb(WAIT_EAGAIN)),
+    ("writeback-wait-timeout-each-cpu", REFUSED, Wb(WAIT_TIMEOUT)),
+    ("writeback-wake-nr0-each-cpu", REFUSED, Wb(WAKE_NR0)),
+    ("writeback-waitv-each-entry-each-cpu", WAITV, Wb(WAITV_3)),
+    ("writeback-requeue-both-words-each-cpu", REQUEUE, Wb(REQUEUE_0)),
+    ("writeback-requeue-eagain", REQUEUE, Wb(REQUEUE_EAGAIN)),
+    ("readonly-no-node-efault", REFUSED, Own(readonly_no_node_efault)),
+    ("readonly-preset-node-ok", REFUSED, Nodes(possible, readonly_preset)),
+    ("wait-wake-one", REFUSED, Own(wait_wake_one)),
+    ("wake-64-waiters", REFUSED, Own(wake_64)),
+    ("explicit-node-same-hit", REFUSED, Nodes(possible, same_hit)),
+    ("explicit-nodes-differ-miss", REFUSED, Own(explicit_differ_miss)),
+    ("private-hash-numa-still-matches", REFUSED, Own(private_hash_numa_matches)),
+    ("numa-bypasses-private-table", REFUSED, Own(numa_bypasses_private)),
+    ("shared-fork-wake", OWN, Own(shared_fork_wake)),
+    ("waitv-numa-wakes", WAITV, Own(waitv_numa_wakes)),
+    ("waitv-mixed-entries", WAITV, Own(waitv_mixed)),
+    ("waitv-syscall-flags-einval", OWN, Own(waitv_syscall_flags_einval)),
+    ("requeue-numa-both-entries", REQUEUE, Own(requeue_numa)),
+    ("requeue-mismatched-flags-einval", OWN, Own(requeue_mismatch_einval)),
+    ("concurrent-writeback-valid-node", REFUSED, Own(concurrent_writeback)),
+    ("first-waiters-split-by-node", REFUSED, Own(first_waiters_split)),
+];
+
+/// The running case's row: its `numa=0` check, else its body.
+fn run(ctx: &Ctx) -> Outcome {
+    let Some((_, absent, body)) = CASES.iter().find(|r| r.0 == ctx.case) else {
+        return fail(format!("no row for case {}", ctx.case));
+    };
+    done(match (absent, body) {
+        (Some(absent), _) if !ctx.expect.numa => absent(),
+        (_, Own(f)) => f(ctx),
+        (_, Wb(wb)) => writeback(wb),
+        (_, Nodes(list, check)) => each_node(*list, *check),
+    })
 }
 
 fn flag_accepted(_: &Ctx) -> Check {
@@ -232,7 +295,7 @@ fn sizes_einval(_: &Ctx) -> Check {
 }
 
 /// Explicit node `n`: wake 0, wait EAGAIN, word unchanged.
-fn accepted_node(m: &Mapping, n: u32) -> Result<(), String> {
+fn accepted_node(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
     m.set(0, 1, n);
     want_ok(
         &format!("wake with node {n}"),
@@ -246,20 +309,19 @@ fn accepted_node(m: &Mapping, n: u32) -> Result<(), String> {
     )?;
     want_eq(&format!("node word preset to {n}"), m.node(0), n)
 }
-
-fn node_possible_accepted(_: &Ctx) -> Check {
-    let t = Topology::read()?;
+/// Every possible node, after a diagnostic of the topology.
+fn described(t: &Topology) -> Result<Vec<u32>, Outcome> {
     diag(&t.describe());
-    let m = Mapping::anon(1, false)?;
-    for &n in &t.possible {
-        accepted_node(&m, n)?;
-    }
-    Ok(())
+    possible(t)
+}
+
+fn possible(t: &Topology) -> Result<Vec<u32>, Outcome> {
+    Ok(t.possible.clone())
 }
 
 /// The possible-but-offline nodes (with a diagnostic), or the skip of a
 /// cell without one (a topology with `offline=1` has one).
-fn offline_nodes(t: &Topology) -> Result<Vec<u32>, Outcome> {
+fn offline(t: &Topology) -> Result<Vec<u32>, Outcome> {
     let off = t.offline_possible();
     if off.is_empty() {
         return Err(Outcome::Skip(format!(
@@ -290,79 +352,56 @@ fn offline_waiter(m: &Mapping, node: u32) -> Result<Waiter, String> {
         )),
     }
 }
-
-fn node_possible_offline_accepted(_: &Ctx) -> Check {
-    let off = offline_nodes(&Topology::read()?)?;
-    let m = Mapping::anon(1, false)?;
-    for n in off {
-        accepted_node(&m, n)?;
-    }
-    Ok(())
+/// A wait on an offline node with a matching value times out and changes
+/// neither word.
+fn offline_times_out(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
+    m.set(0, 0, n);
+    want_err(
+        &format!("wait (value matches) with offline node {n}"),
+        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+        libc::ETIMEDOUT,
+    )?;
+    want_eq(&format!("node word preset to {n}"), m.node(0), n)?;
+    want_eq("futex value", m.word(0).load(Ordering::SeqCst), 0)
 }
 
-fn node_offline_wait_timeout(_: &Ctx) -> Check {
-    let off = offline_nodes(&Topology::read()?)?;
-    let m = Mapping::anon(1, false)?;
-    for n in off {
-        m.set(0, 0, n);
-        want_err(
-            &format!("wait (value matches) with offline node {n}"),
-            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-            libc::ETIMEDOUT,
-        )?;
-        want_eq(&format!("node word preset to {n}"), m.node(0), n)?;
-        want_eq("futex value", m.word(0).load(Ordering::SeqCst), 0)?;
-    }
-    Ok(())
+fn offline_wake_one(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
+    let w = offline_waiter(m, n)?;
+    want_ok(
+        &format!("wake with the waiter's offline node {n}"),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        1,
+    )?;
+    want_ok(&format!("waiter on offline node {n}"), w.join(), 0)?;
+    want_ok(
+        &format!("second wake with node {n}"),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        0,
+    )?;
+    want_eq(&format!("node word preset to {n}"), m.node(0), n)
 }
 
-fn node_offline_wait_wake_one(_: &Ctx) -> Check {
-    let off = offline_nodes(&Topology::read()?)?;
-    let m = Mapping::anon(1, false)?;
-    for n in off {
-        let w = offline_waiter(&m, n)?;
+/// Missed by a waker with each online node, woken by the offline node's.
+fn offline_own_table(t: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
+    let w = offline_waiter(m, n)?;
+    for &o in &t.online {
+        m.word(4).store(o, Ordering::SeqCst);
         want_ok(
-            &format!("wake with the waiter's offline node {n}"),
-            wake(&m, 0, 1, PRIVATE_NUMA),
-            1,
-        )?;
-        want_ok(&format!("waiter on offline node {n}"), w.join(), 0)?;
-        want_ok(
-            &format!("second wake with node {n}"),
-            wake(&m, 0, 1, PRIVATE_NUMA),
+            &format!("wake with online node {o} of a waiter on offline node {n}"),
+            wake(m, 0, i32::MAX, PRIVATE_NUMA),
             0,
         )?;
-        want_eq(&format!("node word preset to {n}"), m.node(0), n)?;
     }
-    Ok(())
+    m.word(4).store(n, Ordering::SeqCst);
+    want_ok(
+        &format!("wake with the waiter's offline node {n}"),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        1,
+    )?;
+    want_ok(&format!("waiter on offline node {n}"), w.join(), 0)
 }
 
-fn node_offline_own_table(_: &Ctx) -> Check {
-    let t = Topology::read()?;
-    let off = offline_nodes(&t)?;
-    let m = Mapping::anon(1, false)?;
-    for n in off {
-        let w = offline_waiter(&m, n)?;
-        for &o in &t.online {
-            m.word(4).store(o, Ordering::SeqCst);
-            want_ok(
-                &format!("wake with online node {o} of a waiter on offline node {n}"),
-                wake(&m, 0, i32::MAX, PRIVATE_NUMA),
-                0,
-            )?;
-        }
-        m.word(4).store(n, Ordering::SeqCst);
-        want_ok(
-            &format!("wake with the waiter's offline node {n}"),
-            wake(&m, 0, 1, PRIVATE_NUMA),
-            1,
-        )?;
-        want_ok(&format!("waiter on offline node {n}"), w.join(), 0)?;
-    }
-    Ok(())
-}
-
-fn rejected_node(m: &Mapping, n: u32) -> Result<(), String> {
+fn rejected_node(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
     m.set(0, 0, n);
     want_err(
         &format!("wake with node {}", node_str(n)),
@@ -376,9 +415,8 @@ fn rejected_node(m: &Mapping, n: u32) -> Result<(), String> {
     )?;
     want_eq("node word after EINVAL", m.node(0), n)
 }
-
-fn node_not_possible_einval(_: &Ctx) -> Check {
-    let t = Topology::read()?;
+/// The smallest node id that is not possible.
+fn not_possible(t: &Topology) -> Result<Vec<u32>, Outcome> {
     let Some(n) = t.first_not_possible() else {
         return Err(Outcome::Skip(format!(
             "every node id below {} is possible",
@@ -389,25 +427,32 @@ fn node_not_possible_einval(_: &Ctx) -> Check {
         "possible {}, testing node {n}",
         list_str(&t.possible)
     ));
-    let m = Mapping::anon(1, false)?;
-    rejected_node(&m, n)?;
-    Ok(())
+    Ok(vec![n])
 }
 
-fn node_out_of_range_einval(_: &Ctx) -> Check {
-    let t = Topology::read()?;
-    let m = Mapping::anon(1, false)?;
-    let mut tried = 0;
-    for n in [1024, 4096, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe] {
-        if !t.possible.contains(&n) {
-            rejected_node(&m, n)?;
-            tried += 1;
-        }
-    }
-    if tried < 3 {
+/// The huge node ids that are not possible (at least three).
+fn out_of_range(t: &Topology) -> Result<Vec<u32>, Outcome> {
+    let huge = [1024, 4096, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe];
+    let ids: Vec<u32> = huge
+        .into_iter()
+        .filter(|n| !t.possible.contains(n))
+        .collect();
+    if ids.len() < 3 {
         return Err(fail(format!(
-            "only {tried} huge node ids were not possible"
+            "only {} huge node ids were not possible",
+            ids.len()
         )));
+    }
+    Ok(ids)
+}
+
+/// Reads the topology and checks each node `list` gives on one mapping.
+fn each_node(list: fn(&Topology) -> Result<Vec<u32>, Outcome>, check: NodeCheck) -> Check {
+    let t = Topology::read()?;
+    let nodes = list(&t)?;
+    let m = Mapping::anon(1, false)?;
+    for n in nodes {
+        check(&t, &m, n)?;
     }
     Ok(())
 }
@@ -436,129 +481,82 @@ fn each_cpu(mut op: impl FnMut(u32, u32) -> Result<Vec<u32>, String>) -> Check {
     Ok(())
 }
 
-fn writeback_wait_eagain(_: &Ctx) -> Check {
-    let m = Mapping::anon(1, false)?;
-    each_cpu(|cpu, _| {
-        m.set(0, 1, NO);
-        want_err(
-            &format!("wait (val mismatch) on CPU {cpu}"),
-            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-            libc::EAGAIN,
-        )?;
-        Ok(vec![m.node(0)])
-    })
+/// A call that, pinned to each CPU, must write that CPU's node into the
+/// node word of each of its futexes.
+struct WriteBack {
+    /// The futexes, `{val, -1}` at these offsets, reset before each call.
+    words: &'static [(usize, u32)],
+    call: fn(&Mapping) -> Result<i64, Errno>,
+    /// What the call returns: a count, or `Err(errno)`.
+    want: Result<i64, i32>,
+    /// The call, for messages (`... on CPU n`).
+    what: &'static str,
 }
 
-fn writeback_wait_timeout(_: &Ctx) -> Check {
-    let m = Mapping::anon(1, false)?;
-    each_cpu(|cpu, _| {
-        m.set(0, 0, NO);
-        want_err(
-            &format!("wait (20 ms) on CPU {cpu}"),
-            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 20),
-            libc::ETIMEDOUT,
-        )?;
-        Ok(vec![m.node(0)])
-    })
-}
+const WAIT_EAGAIN: WriteBack = WriteBack {
+    words: &[(0, 1)],
+    call: |m| wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+    want: Err(libc::EAGAIN),
+    what: "wait (val mismatch)",
+};
+const WAIT_TIMEOUT: WriteBack = WriteBack {
+    words: &[(0, 0)],
+    call: |m| wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 20),
+    want: Err(libc::ETIMEDOUT),
+    what: "wait (20 ms)",
+};
+const WAKE_NR0: WriteBack = WriteBack {
+    words: &[(0, 0)],
+    call: |m| wake(m, 0, 0, PRIVATE_NUMA),
+    want: Ok(0),
+    what: "wake nr 0",
+};
+const WAITV_3: WriteBack = WriteBack {
+    words: &[(0, 0), (64, 0), (128, 0)],
+    call: |m| waitv_ms(&entries(m, [(0, 0), (64, 0), (128, 0)]), 0, 20),
+    want: Err(libc::ETIMEDOUT),
+    what: "waitv of 3 NUMA entries (20 ms)",
+};
+const REQUEUE_0: WriteBack = WriteBack {
+    words: &[(0, 0), (64, 0)],
+    call: |m| sys::futex_requeue(&entries(m, [(0, 0), (64, 0)]), 0, 0, 0),
+    want: Ok(0),
+    what: "requeue(nr_wake 0, nr_requeue 0)",
+};
+const REQUEUE_EAGAIN: WriteBack = WriteBack {
+    words: &[(0, 5), (64, 0)],
+    call: |m| sys::futex_requeue(&entries(m, [(0, 4), (64, 0)]), 0, 1, 1),
+    want: Err(libc::EAGAIN),
+    what: "requeue with cmpval 4 != 5",
+};
 
-fn writeback_wake_nr0(_: &Ctx) -> Check {
+fn writeback(wb: &WriteBack) -> Check {
     let m = Mapping::anon(1, false)?;
     each_cpu(|cpu, _| {
-        m.set(0, 0, NO);
-        want_ok(
-            &format!("wake nr 0 on CPU {cpu}"),
-            wake(&m, 0, 0, PRIVATE_NUMA),
-            0,
-        )?;
-        Ok(vec![m.node(0)])
-    })
-}
-
-fn writeback_waitv(ctx: &Ctx) -> Check {
-    if !ctx.expect.numa {
-        let m = Mapping::anon(1, false)?;
-        m.set(0, 0, NO);
-        let e = [waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA)];
-        want_err("waitv with a NUMA entry", waitv_ms(&e, 0, 50), libc::EINVAL)?;
-        want_eq("node word", m.node(0), NO)?;
-        return Ok(());
-    }
-    let m = Mapping::anon(1, false)?;
-    each_cpu(|cpu, _| {
-        let offs = [0usize, 64, 128];
-        for &o in &offs {
-            m.set(o, 0, NO);
+        for &(off, val) in wb.words {
+            m.set(off, val, NO);
         }
-        let e: Vec<_> = offs
-            .iter()
-            .map(|&o| waitv_entry(m.uaddr(o), 0, PRIVATE_NUMA))
-            .collect();
-        want_err(
-            &format!("waitv of 3 NUMA entries (20 ms) on CPU {cpu}"),
-            waitv_ms(&e, 0, 20),
-            libc::ETIMEDOUT,
-        )?;
-        Ok(offs.iter().map(|&o| m.node(o)).collect())
+        want_res(&format!("{} on CPU {cpu}", wb.what), (wb.call)(&m), wb.want)?;
+        Ok(wb.words.iter().map(|&(off, _)| m.node(off)).collect())
     })
 }
 
-fn requeue_absent(m: &Mapping) -> Check {
+/// U32|PRIVATE|NUMA entries `(offset, val)` of `m`, for waitv and requeue.
+fn entries<const N: usize>(m: &Mapping, at: [(usize, u32); N]) -> [FutexWaitv; N] {
+    at.map(|(off, val)| waitv_entry(m.uaddr(off), val, PRIVATE_NUMA))
+}
+
+fn requeue_absent() -> Check {
+    let m = Mapping::anon(1, false)?;
     m.set(0, 0, NO);
     m.set(64, 0, NO);
-    let w = [
-        waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
-        waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
-    ];
     want_err(
         "requeue with NUMA entries",
-        sys::futex_requeue(&w, 0, 0, 0),
+        sys::futex_requeue(&entries(&m, [(0, 0), (64, 0)]), 0, 0, 0),
         libc::EINVAL,
     )?;
     want_eq("node words", (m.node(0), m.node(64)), (NO, NO))?;
     Ok(())
-}
-
-fn writeback_requeue(ctx: &Ctx) -> Check {
-    let m = Mapping::anon(1, false)?;
-    if !ctx.expect.numa {
-        return requeue_absent(&m);
-    }
-    each_cpu(|cpu, _| {
-        m.set(0, 0, NO);
-        m.set(64, 0, NO);
-        let w = [
-            waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
-            waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
-        ];
-        want_ok(
-            &format!("requeue(nr_wake 0, nr_requeue 0) on CPU {cpu}"),
-            sys::futex_requeue(&w, 0, 0, 0),
-            0,
-        )?;
-        Ok(vec![m.node(0), m.node(64)])
-    })
-}
-
-fn writeback_requeue_eagain(ctx: &Ctx) -> Check {
-    let m = Mapping::anon(1, false)?;
-    if !ctx.expect.numa {
-        return requeue_absent(&m);
-    }
-    each_cpu(|cpu, _| {
-        m.set(0, 5, NO);
-        m.set(64, 0, NO);
-        let w = [
-            waitv_entry(m.uaddr(0), 4, PRIVATE_NUMA),
-            waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
-        ];
-        want_err(
-            &format!("requeue with cmpval 4 != 5 on CPU {cpu}"),
-            sys::futex_requeue(&w, 0, 1, 1),
-            libc::EAGAIN,
-        )?;
-        Ok(vec![m.node(0), m.node(64)])
-    })
 }
 
 fn readonly_no_node_efault(_: &Ctx) -> Check {
@@ -579,25 +577,20 @@ fn readonly_no_node_efault(_: &Ctx) -> Check {
     Ok(())
 }
 
-fn readonly_preset_node_ok(_: &Ctx) -> Check {
-    let t = Topology::read()?;
-    let m = Mapping::anon(1, false)?;
-    for &n in &t.possible {
-        m.protect(0, page_size(), libc::PROT_READ | libc::PROT_WRITE)?;
-        m.set(0, 1, n);
-        m.protect(0, page_size(), libc::PROT_READ)?;
-        want_ok(
-            &format!("wake on read-only {{1,{n}}}"),
-            wake(&m, 0, 1, PRIVATE_NUMA),
-            0,
-        )?;
-        want_err(
-            &format!("wait (val mismatch) on read-only {{1,{n}}}"),
-            wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-            libc::EAGAIN,
-        )?;
-    }
-    Ok(())
+fn readonly_preset(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
+    m.protect(0, page_size(), libc::PROT_READ | libc::PROT_WRITE)?;
+    m.set(0, 1, n);
+    m.protect(0, page_size(), libc::PROT_READ)?;
+    want_ok(
+        &format!("wake on read-only {{1,{n}}}"),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        0,
+    )?;
+    want_err(
+        &format!("wait (val mismatch) on read-only {{1,{n}}}"),
+        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
+        libc::EAGAIN,
+    )
 }
 
 fn wait_wake_one(_: &Ctx) -> Check {
@@ -643,21 +636,16 @@ fn wake_64(_: &Ctx) -> Check {
     Ok(())
 }
 
-fn explicit_same_hit(_: &Ctx) -> Check {
-    let t = Topology::read()?;
-    let m = Mapping::anon(1, false)?;
-    for &n in &t.possible {
-        m.set(0, 0, n);
-        let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
-        w.blocked()?;
-        want_ok(
-            &format!("wake with the waiter's node {n}"),
-            wake(&m, 0, 1, PRIVATE_NUMA),
-            1,
-        )?;
-        want_ok(&format!("waiter on node {n}"), w.join(), 0)?;
-    }
-    Ok(())
+fn same_hit(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
+    m.set(0, 0, n);
+    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
+    w.blocked()?;
+    want_ok(
+        &format!("wake with the waiter's node {n}"),
+        wake(m, 0, 1, PRIVATE_NUMA),
+        1,
+    )?;
+    want_ok(&format!("waiter on node {n}"), w.join(), 0)
 }
 
 fn explicit_differ_miss(_: &Ctx) -> Check {
@@ -849,30 +837,18 @@ fn waitv_absent() -> Check {
     Ok(())
 }
 
-fn waitv_numa_wakes(ctx: &Ctx) -> Check {
-    if !ctx.expect.numa {
-        return waitv_absent();
-    }
+fn waitv_numa_wakes(_: &Ctx) -> Check {
     let m = Mapping::anon(1, false)?;
     m.set(0, 0, NO);
     m.set(64, 0, NO);
-    let w = Waiter::waitv(
-        vec![
-            waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
-            waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
-        ],
-        10_000,
-    )?;
+    let w = Waiter::waitv(entries(&m, [(0, 0), (64, 0)]).to_vec(), 10_000)?;
     w.blocked()?;
     want_ok("NUMA wake of entry 1", wake(&m, 64, 1, PRIVATE_NUMA), 1)?;
     want_ok("waitv (index of the woken entry)", w.join(), 1)?;
     Ok(())
 }
 
-fn waitv_mixed(ctx: &Ctx) -> Check {
-    if !ctx.expect.numa {
-        return waitv_absent();
-    }
+fn waitv_mixed(_: &Ctx) -> Check {
     let m = Mapping::anon(1, false)?;
     m.set(0, 0, NO);
     m.word(64).store(0, Ordering::SeqCst);
@@ -909,22 +885,15 @@ fn waitv_syscall_flags_einval(_ctx: &Ctx) -> Check {
     Ok(())
 }
 
-fn requeue_numa(ctx: &Ctx) -> Check {
+fn requeue_numa(_: &Ctx) -> Check {
     let m = Mapping::anon(1, false)?;
-    if !ctx.expect.numa {
-        return requeue_absent(&m);
-    }
     m.set(0, 0, NO);
     m.set(64, 0, NO);
     let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
     w.blocked()?;
-    let rq = [
-        waitv_entry(m.uaddr(0), 0, PRIVATE_NUMA),
-        waitv_entry(m.uaddr(64), 0, PRIVATE_NUMA),
-    ];
     want_ok(
         "requeue A->B (nr_wake 0, nr_requeue 1)",
-        sys::futex_requeue(&rq, 0, 0, 1),
+        sys::futex_requeue(&entries(&m, [(0, 0), (64, 0)]), 0, 0, 1),
         1,
     )?;
     want_ok("wake A after requeue", wake(&m, 0, 1, PRIVATE_NUMA), 0)?;
@@ -1097,91 +1066,6 @@ const ABOUT: &str =
     "FUTEX2_NUMA layout, node validation and write-back, node routing, waitv/requeue, shared futexes (docs/futex-abi.md section 3).";
 
 fn main() {
-    cases::main(
-        ABOUT,
-        &[
-            Case::new("flag-accepted", |c| numa_case(c, flag_accepted)),
-            Case::new("misaligned-einval", |c| numa_case(c, misaligned_einval)),
-            Case::new("page-end-einval", |c| numa_case(c, page_end_einval)),
-            Case::new("prot-none-efault", |c| numa_case(c, prot_none_efault)),
-            Case::new("sizes-other-than-u32-einval", |c| {
-                numa_case(c, sizes_einval)
-            }),
-            Case::new("node-possible-accepted", |c| {
-                numa_case(c, node_possible_accepted)
-            }),
-            Case::new("node-possible-offline-accepted", |c| {
-                numa_case(c, node_possible_offline_accepted)
-            }),
-            Case::new("node-offline-wait-timeout-unchanged", |c| {
-                numa_case(c, node_offline_wait_timeout)
-            }),
-            Case::new("node-offline-wait-wake-one", |c| {
-                numa_case(c, node_offline_wait_wake_one)
-            }),
-            Case::new("node-offline-own-table", |c| {
-                numa_case(c, node_offline_own_table)
-            }),
-            Case::new("node-not-possible-einval", |c| {
-                numa_case(c, node_not_possible_einval)
-            }),
-            Case::new("node-out-of-range-einval", |c| {
-                numa_case(c, node_out_of_range_einval)
-            }),
-            Case::new("writeback-wait-eagain-each-cpu", |c| {
-                numa_case(c, writeback_wait_eagain)
-            }),
-            Case::new("writeback-wait-timeout-each-cpu", |c| {
-                numa_case(c, writeback_wait_timeout)
-            }),
-            Case::new("writeback-wake-nr0-each-cpu", |c| {
-                numa_case(c, writeback_wake_nr0)
-            }),
-            Case::new("writeback-waitv-each-entry-each-cpu", |c| {
-                done(writeback_waitv(c))
-            }),
-            Case::new("writeback-requeue-both-words-each-cpu", |c| {
-                done(writeback_requeue(c))
-            }),
-            Case::new("writeback-requeue-eagain", |c| {
-                done(writeback_requeue_eagain(c))
-            }),
-            Case::new("readonly-no-node-efault", |c| {
-                numa_case(c, readonly_no_node_efault)
-            }),
-            Case::new("readonly-preset-node-ok", |c| {
-                numa_case(c, readonly_preset_node_ok)
-            }),
-            Case::new("wait-wake-one", |c| numa_case(c, wait_wake_one)),
-            Case::new("wake-64-waiters", |c| numa_case(c, wake_64)),
-            Case::new("explicit-node-same-hit", |c| {
-                numa_case(c, explicit_same_hit)
-            }),
-            Case::new("explicit-nodes-differ-miss", |c| {
-                numa_case(c, explicit_differ_miss)
-            }),
-            Case::new("private-hash-numa-still-matches", |c| {
-                numa_case(c, private_hash_numa_matches)
-            }),
-            Case::new("numa-bypasses-private-table", |c| {
-                numa_case(c, numa_bypasses_private)
-            }),
-            Case::new("shared-fork-wake", |c| done(shared_fork_wake(c))),
-            Case::new("waitv-numa-wakes", |c| done(waitv_numa_wakes(c))),
-            Case::new("waitv-mixed-entries", |c| done(waitv_mixed(c))),
-            Case::new("waitv-syscall-flags-einval", |c| {
-                done(waitv_syscall_flags_einval(c))
-            }),
-            Case::new("requeue-numa-both-entries", |c| done(requeue_numa(c))),
-            Case::new("requeue-mismatched-flags-einval", |c| {
-                done(requeue_mismatch_einval(c))
-            }),
-            Case::new("concurrent-writeback-valid-node", |c| {
-                numa_case(c, concurrent_writeback)
-            }),
-            Case::new("first-waiters-split-by-node", |c| {
-                numa_case(c, first_waiters_split)
-            }),
-        ],
-    );
+    let cases: Vec<Case> = CASES.iter().map(|r| Case::new(r.0, run)).collect();
+    cases::main(ABOUT, &cases);
 }

@@ -20,6 +20,7 @@ mod timeouts;
 use guest_tests::cases::{Case, Ctx};
 use guest_tests::ktap::{done, fail, Check, Outcome};
 use guest_tests::mapping::Mapping;
+use guest_tests::ops::word;
 use guest_tests::sys::{self, Errno, FutexWaitv};
 use guest_tests::{cases, clock, hash};
 use std::sync::atomic::AtomicU32;
@@ -98,11 +99,6 @@ impl Settle {
         std::thread::sleep(Duration::from_millis((1u64 << self.0.min(7)).min(100)));
         self.0 += 1;
     }
-}
-
-/// A leaked, 'static futex word (threads outlive closures).
-fn word(v: u32) -> &'static AtomicU32 {
-    Box::leak(Box::new(AtomicU32::new(v)))
 }
 
 fn p(w: &AtomicU32) -> *const u32 {
@@ -326,58 +322,23 @@ fn wait_timeout_relative(_: &Ctx) -> Outcome {
 
 // ---- futex_waitv -----------------------------------------------------
 
-fn waitv_entry(w: &AtomicU32, val: u64, flags: u32) -> FutexWaitv {
-    FutexWaitv {
-        val,
-        uaddr: p(w) as u64,
-        flags,
-        reserved: 0,
-    }
-}
-
 const U32_PRIV: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE;
 
-fn waitv_wouldblock(_: &Ctx) -> Check {
-    let w = word(1);
-    let t = abs(libc::CLOCK_MONOTONIC, 1000);
-    want_err(
-        "futex_waitv stale value",
-        sys::futex_waitv(
-            &[waitv_entry(w, 0, U32_PRIV)],
-            0,
-            Some(&t),
-            libc::CLOCK_MONOTONIC,
-        ),
-        libc::EAGAIN,
-    )
-}
+/// A futex_waitv of one entry that must fail at once: the word's value,
+/// the entry's value and flags, how far its address is off the word, the
+/// clock, the errno, what it is.
+struct WaitvArgs(u32, u64, u32, u64, libc::clockid_t, i32, &'static str);
 
-fn waitv_invalid_flag(_: &Ctx) -> Check {
-    let w = word(0);
+fn waitv_args(&WaitvArgs(word_val, val, flags, off, clock, errno, what): &WaitvArgs) -> Check {
+    let w = word(word_val);
+    let e = FutexWaitv {
+        val,
+        uaddr: p(w) as u64 + off,
+        flags,
+        reserved: 0,
+    };
     let t = abs(libc::CLOCK_MONOTONIC, 1000);
-    // A flag bit futex2 does not define, in the entry.
-    want_err(
-        "futex_waitv entry flags 0x1000",
-        sys::futex_waitv(
-            &[waitv_entry(w, 0, U32_PRIV | 0x1000)],
-            0,
-            Some(&t),
-            libc::CLOCK_MONOTONIC,
-        ),
-        libc::EINVAL,
-    )
-}
-
-fn waitv_unaligned_einval(_: &Ctx) -> Check {
-    let w = word(0);
-    let mut e = waitv_entry(w, 0, U32_PRIV);
-    e.uaddr += 1;
-    let t = abs(libc::CLOCK_MONOTONIC, 1000);
-    want_err(
-        "futex_waitv unaligned uaddr",
-        sys::futex_waitv(&[e], 0, Some(&t), libc::CLOCK_MONOTONIC),
-        libc::EINVAL,
-    )
+    want_err(what, sys::futex_waitv(&[e], 0, Some(&t), clock), errno)
 }
 
 fn waitv_null_address(_: &Ctx) -> Check {
@@ -397,16 +358,6 @@ fn waitv_null_address(_: &Ctx) -> Check {
         "futex_waitv entry uaddr NULL",
         sys::futex_waitv(&[e], 0, Some(&t), libc::CLOCK_MONOTONIC),
         libc::EFAULT,
-    )
-}
-
-fn waitv_invalid_clockid(_: &Ctx) -> Check {
-    let w = word(0);
-    let t = abs(libc::CLOCK_MONOTONIC, 1000);
-    want_err(
-        "futex_waitv clockid CLOCK_TAI",
-        sys::futex_waitv(&[waitv_entry(w, 0, U32_PRIV)], 0, Some(&t), libc::CLOCK_TAI),
-        libc::EINVAL,
     )
 }
 
@@ -464,57 +415,58 @@ fn waitv_shared(_: &Ctx) -> Check {
 const ABOUT: &str =
     "what the kernel's futex selftests check and the other suites did not: futex(2) operations, PI, requeue-PI, futex_waitv, robust lists (docs/kselftest.md).";
 
+/// A case body: a function of its own (returning a check or an
+/// outcome), or a futex_waitv argument check.
+enum Body {
+    C(fn(&Ctx) -> Check),
+    O(fn(&Ctx) -> Outcome),
+    Waitv(WaitvArgs),
+}
+use Body::{Waitv, C, O};
+const MONO: libc::clockid_t = libc::CLOCK_MONOTONIC;
+
+/// Every case, in order.
+#[rustfmt::skip] // one row a line
+const CASES: &[(&str, Body)] = &[
+    ("wait-wake-private", C(wait_wake_private)),
+    ("wait-wake-shared-anon", C(wait_wake_shared_anon)),
+    ("wait-wake-shared-file", C(wait_wake_shared_file)),
+    ("wait-private-mapped-file", C(wait_private_mapped_file)),
+    ("wait-uninitialized-heap", C(wait_uninitialized_heap)),
+    ("wait-wouldblock", C(wait_wouldblock)),
+    ("wait-timeout-relative", O(wait_timeout_relative)),
+    ("wait-bitset-timeout-absolute", O(timeouts::wait_bitset_timeout_absolute)),
+    ("waitv-timeout", O(timeouts::waitv_timeout)),
+    ("waitv-wouldblock", Waitv(WaitvArgs(1, 0, U32_PRIV, 0, MONO, libc::EAGAIN, "futex_waitv stale value"))),
+    // A flag bit futex2 does not define, in the entry.
+    ("waitv-invalid-flag", Waitv(WaitvArgs(0, 0, U32_PRIV | 0x1000, 0, MONO, libc::EINVAL, "futex_waitv entry flags 0x1000"))),
+    ("waitv-unaligned-einval", Waitv(WaitvArgs(0, 0, U32_PRIV, 1, MONO, libc::EINVAL, "futex_waitv unaligned uaddr"))),
+    ("waitv-null-address", C(waitv_null_address)),
+    ("waitv-invalid-clockid", Waitv(WaitvArgs(0, 0, U32_PRIV, 0, libc::CLOCK_TAI, libc::EINVAL, "futex_waitv clockid CLOCK_TAI"))),
+    ("waitv-shared", C(waitv_shared)),
+    ("requeue-single", O(requeue::requeue_single)),
+    ("requeue-multiple", O(requeue::requeue_multiple)),
+    ("lock-pi-timeout", O(timeouts::lock_pi_timeout)),
+    ("requeue-pi-timeout", O(timeouts::requeue_pi_timeout)),
+    ("requeue-pi-wakes-owner", C(requeue::requeue_pi_wakes_owner)),
+    ("requeue-pi-mismatched-ops", C(requeue::requeue_pi_mismatched_ops)),
+    ("requeue-pi-signal-restart", O(requeue::requeue_pi_signal_restart)),
+    ("lock-pi-owner-dies", C(robust::lock_pi_owner_dies)),
+    ("robust-set-invalid-size", C(robust::robust_set_invalid_size)),
+    ("robust-get-self", C(robust::robust_get_self)),
+    ("robust-owner-died", O(robust::robust_owner_died)),
+];
+
+fn run(ctx: &Ctx) -> Outcome {
+    match CASES.iter().find(|r| r.0 == ctx.case).map(|r| &r.1) {
+        Some(C(f)) => done(f(ctx)),
+        Some(O(f)) => f(ctx),
+        Some(Waitv(args)) => done(waitv_args(args)),
+        None => fail(format!("no row for case {}", ctx.case)),
+    }
+}
+
 fn main() {
-    let c = |name, f| Case::new(name, f);
-    cases::main(
-        ABOUT,
-        &[
-            c("wait-wake-private", |x| done(wait_wake_private(x))),
-            c("wait-wake-shared-anon", |x| done(wait_wake_shared_anon(x))),
-            c("wait-wake-shared-file", |x| done(wait_wake_shared_file(x))),
-            c("wait-private-mapped-file", |x| {
-                done(wait_private_mapped_file(x))
-            }),
-            c("wait-uninitialized-heap", |x| {
-                done(wait_uninitialized_heap(x))
-            }),
-            c("wait-wouldblock", |x| done(wait_wouldblock(x))),
-            c("wait-timeout-relative", wait_timeout_relative),
-            c(
-                "wait-bitset-timeout-absolute",
-                timeouts::wait_bitset_timeout_absolute,
-            ),
-            c("waitv-timeout", timeouts::waitv_timeout),
-            c("waitv-wouldblock", |x| done(waitv_wouldblock(x))),
-            c("waitv-invalid-flag", |x| done(waitv_invalid_flag(x))),
-            c("waitv-unaligned-einval", |x| {
-                done(waitv_unaligned_einval(x))
-            }),
-            c("waitv-null-address", |x| done(waitv_null_address(x))),
-            c("waitv-invalid-clockid", |x| done(waitv_invalid_clockid(x))),
-            c("waitv-shared", |x| done(waitv_shared(x))),
-            c("requeue-single", requeue::requeue_single),
-            c("requeue-multiple", requeue::requeue_multiple),
-            c("lock-pi-timeout", timeouts::lock_pi_timeout),
-            c("requeue-pi-timeout", timeouts::requeue_pi_timeout),
-            c("requeue-pi-wakes-owner", |x| {
-                done(requeue::requeue_pi_wakes_owner(x))
-            }),
-            c("requeue-pi-mismatched-ops", |x| {
-                done(requeue::requeue_pi_mismatched_ops(x))
-            }),
-            c(
-                "requeue-pi-signal-restart",
-                requeue::requeue_pi_signal_restart,
-            ),
-            c("lock-pi-owner-dies", |x| {
-                done(robust::lock_pi_owner_dies(x))
-            }),
-            c("robust-set-invalid-size", |x| {
-                done(robust::robust_set_invalid_size(x))
-            }),
-            c("robust-get-self", |x| done(robust::robust_get_self(x))),
-            c("robust-owner-died", robust::robust_owner_died),
-        ],
-    );
+    let cases: Vec<Case> = CASES.iter().map(|r| Case::new(r.0, run)).collect();
+    cases::main(ABOUT, &cases);
 }

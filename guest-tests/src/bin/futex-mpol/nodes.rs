@@ -4,7 +4,7 @@
 //! Each needs two online nodes with memory and a CPU on one of them, and
 //! SKIPs naming what it has otherwise.
 
-use super::{absent, topo, Policy, NO, NUMA_MPOL, PASS};
+use super::{topo, Policy, NO, NUMA_MPOL, PASS};
 use guest_tests::cases::{diag, Ctx};
 use guest_tests::ktap::{Check, Outcome};
 use guest_tests::numa::{
@@ -46,9 +46,6 @@ fn mask(nodes: &[u32]) -> [u64; 16] {
 /// writes the caller's node, exactly what NUMA alone writes; an MPOL-only
 /// waiter stays in the private table (a plain private waker wakes it).
 pub fn task_policy_ignored(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
     let t = topo()?;
     let mut pairs = Vec::new();
     for n in t.memory_nodes() {
@@ -144,9 +141,6 @@ pub fn task_policy_ignored(ctx: &Ctx) -> Check {
 /// a wake of an entry's word with another node misses it (0), one with
 /// its node wakes it (1) and waitv returns that entry's index.
 pub fn waitv_entry_nodes(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
     let t = topo()?;
     let (cpu, a, b) = two_nodes(&t)?;
     pin_checked(cpu, a)?;
@@ -227,9 +221,6 @@ pub fn waitv_entry_nodes(ctx: &Ctx) -> Check {
 /// node a (0), and woken by the target word with node b (1). Then the same
 /// with NUMA|MPOL words {0, -1} on pages with VMA PREFERRED {a} and {b}.
 pub fn requeue_across_nodes(ctx: &Ctx) -> Check {
-    if let Some(o) = absent(ctx) {
-        return o;
-    }
     let t = topo()?;
     let (cpu, a, b) = two_nodes(&t)?;
     pin_checked(cpu, a)?;
