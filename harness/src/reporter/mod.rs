@@ -130,7 +130,26 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> Result<(), ReportEr
     };
     std::fs::create_dir_all(dir).map_err(werr)?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(werr)?;
+    // A report is for reading (a web server, a colleague): the temp
+    // file's 0600 would follow it through the rename.
+    let readable = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o644);
+    tmp.as_file().set_permissions(readable).map_err(werr)?;
     std::io::Write::write_all(&mut tmp, bytes).map_err(werr)?;
     tmp.persist(path).map_err(|e| werr(e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn write_atomic_leaves_a_readable_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sub/report.html");
+        super::write_atomic(&p, b"x").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"x");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o644);
+    }
 }
