@@ -11,7 +11,8 @@
 
 use crate::expect::{Expect, Growth, KEYS};
 use crate::ktap::{Ktap, Outcome};
-use std::io::Read;
+use crate::plan::{CASE_BEGIN, CASE_END, CASE_MARKERS_ENV, KMSG_MARKER};
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -71,9 +72,23 @@ pub fn scaled(d: Duration) -> Duration {
 /// (see [`Expect::parse`]), `--list`, the stress knobs `--iterations N` /
 /// `--seconds S` (off by default), and `-h`/`--help`.
 pub fn main(about: &str, cases: &[Case]) -> ! {
+    run(None, about, cases)
+}
+
+/// [`main`] for a binary whose first argument `mode` selects these cases
+/// among its other modes (the `fault` binary's `cases-lkdtm`); each case
+/// process is started with `mode` too.
+pub fn main_in_mode(mode: &'static str, about: &str, cases: &[Case]) -> ! {
+    run(Some(mode), about, cases)
+}
+
+fn run(mode: Option<&'static str>, about: &str, cases: &[Case]) -> ! {
     let mut args = std::env::args();
     let program = args.next().unwrap_or_default();
-    let args: Vec<String> = args.collect();
+    let mut args: Vec<String> = args.collect();
+    if mode.is_some() && args.first().map(String::as_str) == mode {
+        args.remove(0);
+    }
     let mut case = None;
     let mut filters = Vec::new();
     let mut expect_arg = None;
@@ -151,9 +166,12 @@ pub fn main(about: &str, cases: &[Case]) -> ! {
     let mut k = Ktap::stdout(selected.len());
     k.diag(&format!("expect: {}", expect.encode()));
     let mut failed = 0;
+    let mut markers = CaseMarkers::open();
     for c in selected {
         let started = std::time::Instant::now();
-        let outcome = run_child(c, &expect, &mut k);
+        markers.write(CASE_BEGIN, c.name);
+        let outcome = run_child(c, mode, &expect, &mut k);
+        markers.write(CASE_END, c.name);
         // Where a binary's time goes, case by case (the host's profile
         // times binaries): the case's last diagnostic, before its result.
         k.diag(&format!("time: {} ms", started.elapsed().as_millis()));
@@ -210,12 +228,47 @@ cases ({count}):
     text
 }
 
-fn run_child(c: &Case, expect: &Expect, k: &mut Ktap<std::io::Stdout>) -> Outcome {
+/// The `harness: case-begin/case-end <name>` records on `/dev/kmsg` that
+/// let the host charge a kernel report to the case that was running
+/// (`docs/results.md`); only under guest-init ([`CASE_MARKERS_ENV`]).
+struct CaseMarkers(Option<std::fs::File>);
+
+impl CaseMarkers {
+    fn open() -> CaseMarkers {
+        let wanted = std::env::var_os(CASE_MARKERS_ENV).is_some();
+        CaseMarkers(
+            wanted
+                .then(|| {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open("/dev/kmsg")
+                        .ok()
+                })
+                .flatten(),
+        )
+    }
+
+    /// One record at level 6 (info); errors ignored: a lost marker only
+    /// charges a report to the binary instead of the case.
+    fn write(&mut self, verb: &str, case: &str) {
+        if let Some(f) = &mut self.0 {
+            let _ = f.write_all(format!("<6>{KMSG_MARKER} {verb} {case}\n").as_bytes());
+        }
+    }
+}
+
+fn run_child(
+    c: &Case,
+    mode: Option<&str>,
+    expect: &Expect,
+    k: &mut Ktap<std::io::Stdout>,
+) -> Outcome {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => return Outcome::Fail(format!("cannot find own executable: {e}")),
     };
     let mut child = match Command::new(exe)
+        .args(mode)
         .args(["--case", c.name, "--expect", &expect.encode()])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

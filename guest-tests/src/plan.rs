@@ -59,8 +59,22 @@ impl GuestExit {
 
 /// Prefix of the markers the init writes to `/dev/kmsg` around each binary,
 /// so kernel reports on the console can be attributed to the running test.
-/// Format: `harness: begin <n> <name>` and `harness: end <n> <name>`.
+/// Format: `harness: begin <n> <name>` and `harness: end <n> <name>`;
+/// inside a binary, [`CASE_BEGIN`] / [`CASE_END`] frame each of its cases.
 pub const KMSG_MARKER: &str = "harness:";
+
+/// After [`KMSG_MARKER`]: a case-based binary is starting case `<name>`
+/// (`harness: case-begin <name>`, the case's KTAP name within the running
+/// binary), so a kernel report printed meanwhile fails that case.
+pub const CASE_BEGIN: &str = "case-begin";
+
+/// After [`KMSG_MARKER`]: the case `<name>` has ended (`harness: case-end <name>`).
+pub const CASE_END: &str = "case-end";
+
+/// Set by guest-init in every test binary's environment: write the case
+/// markers to `/dev/kmsg`. Unset (a binary run by hand, or on the host),
+/// a binary writes none.
+pub const CASE_MARKERS_ENV: &str = "HARNESS_CASE_MARKERS";
 
 /// The whole plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -789,6 +789,7 @@ mod tests {
                         kind: "warning".into(),
                         title: t.to_string(),
                         test: Some("futex-wake".into()),
+                        case: None,
                         line: 1,
                         excerpt: String::new(),
                     })

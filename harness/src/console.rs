@@ -10,7 +10,7 @@
 //! stack dump of lockup, stall, hung task and lockdep reports), the next
 //! report, the next harness marker, or a bound.
 
-use guest_tests::plan::KMSG_MARKER;
+use guest_tests::plan::{CASE_BEGIN, CASE_END, KMSG_MARKER};
 use std::collections::VecDeque;
 
 /// Lines kept in one report's excerpt.
@@ -133,6 +133,10 @@ pub struct KernelReport {
     pub kind: ReportKind,
     /// The top-level guest test running when it was printed, if any.
     pub test: Option<String>,
+    /// The case of `test` running when it was printed (its KTAP name, from
+    /// the `harness: case-begin/case-end` markers a case-based binary
+    /// writes), if any: the case the report fails.
+    pub case: Option<String>,
     /// Its number in the results stream (`harness: begin <n> ...`): which
     /// iteration of a repeated plan it belongs to.
     pub test_number: Option<usize>,
@@ -180,6 +184,8 @@ struct Scanner {
     out: ConsoleScan,
     /// Tests begun and not yet ended, innermost last.
     running: Vec<(Option<usize>, String)>,
+    /// The case of the innermost test begun and not yet ended.
+    case: Option<String>,
     open: Option<Open>,
     tail: VecDeque<String>,
 }
@@ -193,6 +199,7 @@ struct Open {
     excerpt: String,
     lines: usize,
     test: Option<String>,
+    case: Option<String>,
     test_number: Option<usize>,
 }
 
@@ -268,16 +275,27 @@ impl Scanner {
             excerpt: String::new(),
             lines: 0,
             test: self.running.last().map(|r| r.1.clone()),
+            case: self.case.clone(),
             test_number: self.running.last().and_then(|r| r.0),
         };
         open.push(line);
         self.open = Some(open);
     }
 
-    /// `begin <n> <name>` / `end <n> <name>`.
+    /// `begin <n> <name>` / `end <n> <name>` around a binary,
+    /// `case-begin <name>` / `case-end <name>` around one of its cases.
     fn marker(&mut self, marker: &str) {
         let mut words = marker.split_whitespace();
         let verb = words.next();
+        if verb == Some(CASE_BEGIN) || verb == Some(CASE_END) {
+            let name = words.collect::<Vec<_>>().join(" ");
+            if verb == Some(CASE_BEGIN) {
+                self.case = Some(name);
+            } else if self.case.as_deref() == Some(name.as_str()) {
+                self.case = None;
+            }
+            return;
+        }
         let number = words.next().and_then(|n| n.parse::<usize>().ok());
         let name = words.collect::<Vec<_>>().join(" ");
         match verb {
@@ -287,8 +305,10 @@ impl Scanner {
                     self.running.remove(i);
                 }
             }
-            _ => {}
+            _ => return,
         }
+        // A case belongs to the binary that was running it.
+        self.case = None;
     }
 
     fn close(&mut self) {
@@ -296,6 +316,7 @@ impl Scanner {
             self.out.reports.push(KernelReport {
                 kind: open.kind.unwrap_or(ReportKind::Warning),
                 test: open.test,
+                case: open.case,
                 test_number: open.test_number,
                 line: open.line,
                 excerpt: open.excerpt,
@@ -668,6 +689,27 @@ mod tests {
         let scan = scan(log.as_bytes());
         assert_eq!(scan.reports[0].test.as_deref(), Some("outer"));
         assert_eq!(scan.running_at_end.as_deref(), Some("outer"));
+    }
+
+    #[test]
+    fn case_markers_name_the_case_within_the_running_test() {
+        let log = "harness: begin 1 futex-pi\nharness: case-begin lock a\nWARNING: a\n\
+            harness: case-end lock a\nWARNING: between\nharness: case-begin never-ended\n\
+            harness: end 1 futex-pi\nharness: begin 2 smoke\nBUG: next binary\n";
+        let scan = scan(log.as_bytes());
+        let got: Vec<(Option<&str>, Option<&str>)> = scan
+            .reports
+            .iter()
+            .map(|r| (r.test.as_deref(), r.case.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("futex-pi"), Some("lock a")),
+                (Some("futex-pi"), None),
+                (Some("smoke"), None),
+            ]
+        );
     }
 
     proptest::proptest! {

@@ -668,6 +668,8 @@ fn read_reports(conn: &Connection, cell: i64) -> rusqlite::Result<Vec<results::K
             kind: r.get(0)?,
             title: r.get(1)?,
             test: r.get(2)?,
+            // The history keeps the test; the case is in the run's JSON.
+            case: None,
             line: r.get::<_, i64>(3)? as usize,
             excerpt: String::new(),
         })
@@ -750,6 +752,7 @@ mod tests {
                     kind: "warning".into(),
                     title: "WARNING: at x".into(),
                     test: Some("smoke".into()),
+                    case: None,
                     line: 3,
                     excerpt: "long".into(),
                 }],

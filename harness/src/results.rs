@@ -255,6 +255,9 @@ pub struct KernelReport {
     pub kind: String,
     /// The top-level guest test running when it was printed, if any.
     pub test: Option<String>,
+    /// The case of `test` running when it was printed (the case it
+    /// failed), if the binary marks its cases.
+    pub case: Option<String>,
     /// 1-based console line of the report's first line.
     #[schemars(range(min = 1))]
     pub line: usize,

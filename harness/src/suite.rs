@@ -187,6 +187,8 @@ pub fn builtin(name: &str, expect: Option<&str>) -> Result<Vec<SuiteTest>, Suite
             named("lkdtm-warning", "fault", &["lkdtm", "WARNING"], 30),
             named("lkdtm-bug", "fault", &["lkdtm", "BUG"], 30),
             named("lkdtm-exception", "fault", &["lkdtm", "EXCEPTION"], 30),
+            // The WARNING inside a case: it fails that case, not the binary.
+            named("lkdtm-in-case", "fault", &["cases-lkdtm"], 30),
             named("smoke-after", "smoke", &[], 60),
         ],
         // The CPU never comes back: last, with a short timeout.

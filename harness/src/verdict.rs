@@ -232,11 +232,13 @@ fn raw_cases(cell: &CellResult) -> Vec<Case> {
             end: &cell.end,
             reports: take_reports(&name),
         };
+        let first = out.len();
         let incomplete = flatten(top, &name, &ctx, &mut out);
         any_incomplete |= incomplete;
         explained |= incomplete;
         if !incomplete {
-            kernel_cases(&name, &ctx.reports, &mut out);
+            let unplaced = charge_cases(&name, &ctx.reports, &mut out[first..]);
+            kernel_cases(&name, &unplaced, &mut out);
         }
     }
 
@@ -535,6 +537,56 @@ fn report_text(reports: &[&KernelReport]) -> String {
     text
 }
 
+/// Fails each case of top-level test `test` (among `cases`) during which
+/// the kernel printed a report (its `case-begin`/`case-end` markers
+/// framed it): a case that passed or skipped fails with the first report
+/// as its message, one that failed keeps its message with the report
+/// appended, so a known-failure entry written for the case's own failure
+/// does not excuse a kernel report as well. Returns the reports no case
+/// of `cases` framed (printed between cases, or by a binary without
+/// markers), for [`kernel_cases`].
+fn charge_cases<'a>(
+    test: &str,
+    reports: &[&'a KernelReport],
+    cases: &mut [Case],
+) -> Vec<&'a KernelReport> {
+    let mut unplaced = Vec::new();
+    let mut by_case: BTreeMap<usize, Vec<&KernelReport>> = BTreeMap::new();
+    for r in reports {
+        let at = r.case.as_deref().and_then(|c| {
+            let name = format!("{test}/{c}");
+            cases.iter().position(|k| k.name == name)
+        });
+        match at {
+            Some(i) => by_case.entry(i).or_default().push(r),
+            None => unplaced.push(*r),
+        }
+    }
+    for (i, reports) in by_case {
+        let mut report = format!("kernel {}: {}", reports[0].kind, reports[0].title);
+        if reports.len() > 1 {
+            let _ = write!(report, " (and {} more)", reports.len() - 1);
+        }
+        let reports_text = report_text(&reports);
+        let case = &mut cases[i];
+        case.status = match std::mem::replace(&mut case.status, CaseStatus::Pass) {
+            CaseStatus::Fail { message, text } => CaseStatus::Fail {
+                message: format!("{message}; {report}"),
+                text: format!("{text}\n\n{reports_text}"),
+            },
+            CaseStatus::Skip(reason) => CaseStatus::Fail {
+                message: report,
+                text: format!("(the case skipped: {reason})\n\n{reports_text}"),
+            },
+            _ => CaseStatus::Fail {
+                message: report,
+                text: reports_text,
+            },
+        };
+    }
+    unplaced
+}
+
 /// One failing `test/kernel-<kind>` case per kind of report.
 fn kernel_cases(test: &str, reports: &[&KernelReport], out: &mut Vec<Case>) {
     let mut by_kind: BTreeMap<ReportKind, Vec<&KernelReport>> = BTreeMap::new();
@@ -657,6 +709,29 @@ ok 2 topology # SKIP reason
 [    1.4] harness: end 2 topology
 ";
 
+    /// Case markers: a WARNING in smoke's passing `uname`, a lockdep splat
+    /// in its failing `futex_basic`, a WARNING between cases, and one
+    /// marked with a case the KTAP does not have.
+    const REPORTS_IN_CASES: &str = "\
+[    1.0] harness: begin 1 smoke
+[    1.1] harness: case-begin uname
+[    1.2] WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:1 a+0x1/0x2
+[    1.3] harness: case-end uname
+[    1.4] harness: case-begin futex_basic
+[    1.5] WARNING: possible circular locking dependency detected
+[    1.6] harness: case-end futex_basic
+[    1.7] WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:3 c+0x1/0x2
+[    1.8] harness: case-begin gone
+[    1.9] WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:4 d+0x1/0x2
+[    2.0] harness: case-end gone
+[    2.1] harness: end 1 smoke
+[    2.2] harness: begin 2 topology
+[    2.3] harness: case-begin nodes
+[    2.4] BUG: KASAN: slab-use-after-free in futex_wake+0x1/0x2
+[    2.5] harness: case-end nodes
+[    2.6] harness: end 2 topology
+";
+
     const PANIC_IN_SMOKE: &str = "\
 [    1.0] harness: begin 1 smoke
 [    2.0] BUG: kernel NULL pointer dereference, address: 0000000000000008
@@ -688,6 +763,16 @@ ok 2 topology # SKIP reason
                 smoke/futex_basic: FAIL: expected 2 got 3
                 topology/nodes: skip: only one node
                 topology/kernel-warning: FAIL: kernel warning: WARNING: CPU: 1 PID: 2 at kernel/futex/core.c:10 f+0x1/0x2
+                ",
+            ),
+            (
+                "a report inside a case fails that case; between cases, the binary's",
+                cell(TWO, REPORTS_IN_CASES, VmEnd::Finished, planned),
+                "
+                smoke/uname: FAIL: kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:1 a+0x1/0x2
+                smoke/futex_basic: FAIL: expected 2 got 3; kernel lockdep: WARNING: possible circular locking dependency detected
+                smoke/kernel-warning: FAIL: kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:3 c+0x1/0x2 (and 1 more)
+                topology/nodes: FAIL: kernel kasan: BUG: KASAN: slab-use-after-free in futex_wake+0x1/0x2
                 ",
             ),
             (
@@ -1094,6 +1179,32 @@ mod known_failure_tests {
         assert!(cases(&cell(full, vec![]))
             .iter()
             .all(|c| c.status == CaseStatus::Pass));
+    }
+
+    #[test]
+    fn an_entry_for_a_case_s_own_failure_does_not_excuse_a_kernel_report_in_it() {
+        let ktap = "KTAP version 1\n1..1\n  KTAP version 1\n  1..2\n  # boom\n  not ok 1 racy\n  ok 2 calm\nok 1 up\n";
+        let console = "harness: begin 1 up\nharness: case-begin racy\n\
+            WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:1 a+0x1/0x2\n\
+            harness: case-end racy\nharness: case-begin calm\n\
+            WARNING: CPU: 1 PID: 7 at kernel/futex/core.c:2 b+0x1/0x2\n\
+            harness: case-end calm\nharness: end 1 up\n";
+        let mut c = cell(ktap, vec![entry("up/racy", "boom")]);
+        assert!(matches!(status(&c, "up/racy"), CaseStatus::Xfail { .. }));
+        c.console = crate::console::scan(console.as_bytes());
+        let racy =
+            "boom; kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:1 a+0x1/0x2";
+        assert!(
+            matches!(status(&c, "up/racy"), CaseStatus::Fail { message, .. } if message == racy)
+        );
+        // The allow list: an entry naming the report excuses it, as xfail.
+        let calm = "kernel warning: WARNING: CPU: * PID: * at kernel/futex/core.c:2 b+0x1/0x2";
+        c.known_failures.push(entry("up/calm", calm));
+        assert!(matches!(
+            status(&c, "up/calm"),
+            CaseStatus::Xfail { message, .. }
+                if message == "kernel warning: WARNING: CPU: 1 PID: 7 at kernel/futex/core.c:2 b+0x1/0x2"
+        ));
     }
 
     #[test]

@@ -833,6 +833,21 @@ fn lkdtm_warning_bug_and_oops_fail_the_test_and_name_the_report() {
         let (_, t) = c.failure.clone().expect("fails");
         assert!(t.contains(text), "{test}: {t}");
     }
+    // A case-based binary marks its cases: the WARNING fails the case it
+    // was printed in, with the report as its message, and nothing else.
+    let (msg, text) = case(&cases, "lkdtm-in-case/warns")
+        .failure
+        .clone()
+        .expect("the case that warned fails");
+    assert!(msg.starts_with("kernel warning: WARNING:"), "{msg}");
+    assert!(text.contains("lkdtm"), "{text}");
+    assert!(case(&cases, "lkdtm-in-case/calm").failure.is_none());
+    assert!(
+        !cases
+            .iter()
+            .any(|c| c.name.starts_with("lkdtm-in-case/kernel-")),
+        "{cases:#?}"
+    );
     all_pass(&cases, "smoke-after/");
 }
 

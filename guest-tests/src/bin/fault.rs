@@ -47,18 +47,54 @@
 //!   and fake harness markers on `/dev/console` and `/dev/kmsg`; exits 0.
 //!   None of it may become a result.
 //!
+//! - `cases-lkdtm`: a case-based binary (`guest_tests::cases`, with
+//!   its `case-begin`/`case-end` kmsg markers) of two cases: `calm`
+//!   passes; `warns` writes `WARNING` to LKDTM and passes by itself (skips
+//!   without LKDTM). The kernel's report must fail `warns` and only it.
+//!
 //! `panic`, `warn`, `lkdtm` and `hung-task` hurt the machine they run on, so they refuse to run
 //! outside the test VM (no `/harness/plan.json`) unless given `--force`.
 
+use guest_tests::cases::{Case, Ctx};
+use guest_tests::ktap::Outcome;
 use guest_tests::plan::PLAN_PATH;
 use std::io::Write;
 use std::time::Duration;
 
 const USAGE: &str =
-    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault lkdtm-others TYPE [--force]\n       fault exit CODE\n       fault fail MESSAGE\n       fault fail-on-run N";
+    "usage: fault panic|hang|garbage|warn|hung-task|fake-console [--force]\n       fault flood MIB\n       fault flood-console MIB\n       fault lkdtm TYPE [--force]\n       fault lkdtm-others TYPE [--force]\n       fault exit CODE\n       fault fail MESSAGE\n       fault fail-on-run N\n       fault cases-lkdtm";
+
+/// The cases of `cases-lkdtm`.
+const LKDTM_CASES: &[Case] = &[Case::new("calm", calm), Case::new("warns", warns)];
+
+fn calm(_: &Ctx) -> Outcome {
+    Outcome::Pass
+}
+
+fn warns(_: &Ctx) -> Outcome {
+    if !lkdtm_trigger() {
+        return Outcome::Skip("no LKDTM (CONFIG_LKDTM) in this kernel".into());
+    }
+    match std::fs::write(DIRECT, "WARNING\n") {
+        Ok(()) => Outcome::Pass,
+        Err(e) => Outcome::Fail(format!("{DIRECT}: {e}")),
+    }
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("cases-lkdtm") {
+        if !args.iter().any(|a| a == "--list" || a == "--case")
+            && !std::path::Path::new(PLAN_PATH).exists()
+        {
+            std::process::exit(guarded(false, || 2));
+        }
+        guest_tests::cases::main_in_mode(
+            "cases-lkdtm",
+            "a kernel WARNING inside one of two cases",
+            LKDTM_CASES,
+        );
+    }
     let force = args.iter().any(|a| a == "--force");
     let args: Vec<&str> = args
         .iter()

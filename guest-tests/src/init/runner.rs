@@ -245,6 +245,7 @@ fn spawn(test: &PlannedTest, opts: &Options) -> io::Result<(std::process::Child,
     cmd.args(&test.args)
         .env_clear()
         .env("PATH", &opts.path_env)
+        .env(crate::plan::CASE_MARKERS_ENV, "1")
         .envs(test.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .process_group(0);

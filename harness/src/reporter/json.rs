@@ -207,6 +207,7 @@ fn vm(r: &crate::result::CellResult) -> model::Vm {
             .map(|k| model::KernelReport {
                 kind: k.kind.name().to_string(),
                 test: k.test.clone(),
+                case: k.case.clone(),
                 line: k.line,
                 title: bounded(&k.title, MAX_MESSAGE),
                 excerpt: bounded(&k.excerpt, MAX_MESSAGE),

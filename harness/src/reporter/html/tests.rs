@@ -71,6 +71,7 @@ fn fixture() -> Results {
         kernel_reports: vec![KernelReport {
             kind: "warning".into(),
             test: Some("futex-numa".into()),
+            case: None,
             line: 42,
             title: format!("WARNING: at {HOSTILE}"),
             excerpt: "line 41\nWARNING: at kernel/futex/core.c:1\nline 43".into(),
