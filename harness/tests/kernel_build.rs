@@ -384,7 +384,13 @@ fn real_73_guest_fragment_and_dropped_requirement() {
     let work = tempfile::tempdir_in(cache.path("kbuild")).unwrap();
     // Every shipped 7.3 definition applies its patches and configures
     // cleanly: every requirement and every fragment line holds.
-    for name in ["7.3-immutable", "7.3-debug", "7.3-peers", "7.3"] {
+    for name in [
+        "7.3-immutable",
+        "7.3-debug",
+        "7.3-peers",
+        "7.3-hashfix",
+        "7.3",
+    ] {
         let d = definition::load(&real_kernels_dir(), name).unwrap();
         let (values, warnings) =
             build::configure(&d, &base, work.path(), &|m| eprintln!("{m}")).unwrap();
@@ -433,7 +439,14 @@ fn real_73_guest_fragment_and_dropped_requirement() {
 fn shipped_definitions_load() {
     let dir = real_kernels_dir();
     let names = definition::list(&dir).unwrap();
-    for want in ["7.3", "7.3-immutable", "7.3-debug", "7.3-peers", "7.3-gdb"] {
+    for want in [
+        "7.3",
+        "7.3-immutable",
+        "7.3-debug",
+        "7.3-peers",
+        "7.3-gdb",
+        "7.3-hashfix",
+    ] {
         assert!(
             names.iter().any(|n| n == want),
             "{want} missing from {names:?}"

@@ -635,7 +635,8 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
             "debian-7.3",
             "source-7.3",
             "source-7.3-immutable",
-            "source-7.3-debug"
+            "source-7.3-debug",
+            "source-7.3-hashfix"
         ]
     );
     assert_eq!(m.topologies.len(), 6);
@@ -647,8 +648,9 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
         .any(|t| t.topology.distances().is_some()));
     // Every kernel x the 4 small topologies x {smoke, futex}, plus Debian's
     // and the source-built 7.3 on 2n9c with our suite and upstream's, and
-    // Debian's 7.x and the source-built 7.3 on 2n2c-1off with our suite.
-    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2 + 3);
+    // Debian's 7.x and the source-built 7.3 on 2n2c-1off with our suite,
+    // and the race-fix build's futex suite on 2n4c and 2n9c.
+    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2 + 3 + 2);
     let imm = m
         .kernels
         .iter()
@@ -706,7 +708,7 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
         .filter(|n| k.applies_to_kernel(n))
         .collect();
     // Every kernel with the private hash; not 6.12, which has none, nor
-    // 6.16, where it is compiled out.
+    // 6.16, where it is compiled out, nor the build with our fix.
     assert_eq!(
         on,
         [
