@@ -187,7 +187,11 @@ fn cell(out: &mut String, c: &Cell) {
             out,
             "- kernel {} during {}: {} (console line {})",
             code(&r.kind),
-            code(r.test.as_deref().unwrap_or("no test")),
+            code(&match (&r.test, &r.case) {
+                (Some(t), Some(c)) => format!("{t}/{c}"),
+                (Some(t), None) => t.clone(),
+                _ => "no test".into(),
+            }),
             code(&r.title),
             r.line
         );

@@ -199,8 +199,14 @@ fn reports(out: &mut String, c: &Cell) {
             Esc(&r.title),
             r.line
         );
-        if let Some(t) = &r.test {
-            let _ = write!(out, ", during {}", Esc(t));
+        match (&r.test, &r.case) {
+            (Some(t), Some(c)) => {
+                let _ = write!(out, ", during {}/{}", Esc(t), Esc(c));
+            }
+            (Some(t), None) => {
+                let _ = write!(out, ", during {}", Esc(t));
+            }
+            _ => {}
         }
         let _ = writeln!(out, ")</span><pre>{}</pre></li>", Esc(&r.excerpt));
     }
