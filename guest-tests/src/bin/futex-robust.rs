@@ -3,7 +3,8 @@
 //! (`set_robust_list`, `futex_offset` to the word) whose one lock holds a
 //! futex word in a given state, on the list or as `list_op_pending`; then
 //! it exits, a thread (`thread-*`, private memory) or a forked child's
-//! whole process (`fork-*`, a `MAP_SHARED` page). The kernel's walk
+//! whole process (`fork-*`, a `MAP_SHARED` page), or the child execs
+//! (`exec-*`). The kernel's walk
 //! (`exit_robust_list()`, `handle_futex_death()`) must leave the word
 //! exactly as 7.3.4's code says, and wake exactly the waiters it says: each
 //! waiter is a thread proven asleep in `FUTEX_WAIT` on the word (no
@@ -17,7 +18,7 @@
 //! (FUTEX_OWNER_DIED alone). The waiters wait with the shared op (no
 //! FUTEX_PRIVATE_FLAG) unless a name says `private-waiter`.
 //!
-//! Cases (38):
+//! Cases (42):
 //! - `thread-list-0`: on the list, 0: word 0, no wake.
 //! - `thread-list-own`: on the list, own TID: word OWNER_DIED, no wake (no FUTEX_WAITERS).
 //! - `thread-list-other`: on the list, another TID: word unchanged, no wake.
@@ -44,6 +45,10 @@
 //! - `fork-pending-own-waiters`: as `thread-pending-own-waiters`, process exit, shared word.
 //! - `fork-pending-other-waiters`: as `thread-pending-other-waiters`, process exit, shared word.
 //! - `fork-pending-own-died`: as `thread-pending-own-died`, process exit, shared word.
+//! - `fork-list-died`: as `thread-list-died`, process exit, shared word.
+//! - `fork-pending-died`: as `thread-pending-died`, process exit, shared word.
+//! - `exec-list-own-waiters`: a forked child execs with own TID|WAITERS on its list: exec walks it (word WAITERS|OWNER_DIED, one wake).
+//! - `exec-pending-0`: a forked child execs with a pending 0: one wake, word 0.
 //! - `thread-both-other`: on the list and pending, another TID: handled once, as pending: one wake (none on 7.0.13 and older).
 //! - `thread-both-own-waiters`: on the list and pending, own TID|WAITERS, two waiters: exactly one wakes.
 //! - `thread-list-own-waiters-private-waiter`: own TID|WAITERS, a FUTEX_WAIT_PRIVATE waiter: word WAITERS|OWNER_DIED, not woken.
@@ -63,7 +68,7 @@ use guest_tests::hash::{self, done, ensure, ensure_res, fail, Check, Res, Worker
 use guest_tests::ktap::Outcome;
 use guest_tests::mapping::Mapping;
 use guest_tests::ops::{addr, ensure_word, op, Waiters, ALL, OWNER_DIED, SC_FUTEX, WAITERS};
-use guest_tests::sys::{self, futex, Errno};
+use guest_tests::sys::{self, futex};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -180,6 +185,10 @@ enum Exit {
     Thread,
     /// A forked child `_exit`s (`exit_group`), a `MAP_SHARED` page.
     Fork,
+    /// A forked child execs (this binary's `--list`, output to
+    /// `/dev/null`): exec walks the list as exit does, and the new image
+    /// registers a list of its own that does not hold the lock.
+    Exec,
 }
 
 enum Running {
@@ -218,6 +227,35 @@ impl Owner {
             Exit::Fork => Running::Child(hash::fork_run(move || {
                 hash::res_to_code(own_and_wait(area, || before(area)))
             })?),
+            Exit::Exec => {
+                // Everything the child needs, before the fork: it may
+                // only make raw syscalls.
+                let exe = c"/proc/self/exe";
+                let null = c"/dev/null";
+                let argv = [
+                    c"futex-robust".as_ptr(),
+                    c"--list".as_ptr(),
+                    std::ptr::null(),
+                ];
+                let envp = [std::ptr::null::<libc::c_char>()];
+                Running::Child(hash::fork_run(move || {
+                    let r = own_and_wait(area, || before(area));
+                    if r.is_err() {
+                        return hash::res_to_code(r);
+                    }
+                    // SAFETY: raw syscalls on live C strings and arrays;
+                    // execve returns only when it failed.
+                    unsafe {
+                        let fd = libc::open(null.as_ptr(), libc::O_WRONLY);
+                        if fd >= 0 {
+                            libc::dup2(fd, 1);
+                            libc::dup2(fd, 2);
+                        }
+                        libc::execve(exe.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                    }
+                    EXEC_FAILED
+                })?)
+            }
         };
         let until = Instant::now() + scaled(Duration::from_secs(10));
         let tid = loop {
@@ -251,12 +289,16 @@ impl Owner {
             Running::Thread(w) => w.join(limit)?,
             Running::Child(pid) => match hash::wait_child(pid, limit)? {
                 0 => Ok(0),
-                code => Err(Errno(code)),
+                EXEC_FAILED => return Err(fail("the owner child's execve failed")),
+                code => return Err(fail(format!("the owner child exited {code}"))),
             },
         };
         ensure_res("the owner's set_robust_list (and its first step)", r, Ok(0))
     }
 }
+
+/// The exit code of an owner child whose execve failed.
+const EXEC_FAILED: i32 = 127;
 
 fn nothing(_: Area) -> Res {
     Ok(0)
@@ -360,6 +402,10 @@ const fn fork(at: At, state: State, woken: usize, after: After) -> Death {
     death(Exit::Fork, at, state, woken, after)
 }
 
+const fn exec(at: At, state: State, woken: usize, after: After) -> Death {
+    death(Exit::Exec, at, state, woken, after)
+}
+
 impl Death {
     const fn waiters(self, n: usize) -> Death {
         Death { waiters: n, ..self }
@@ -387,7 +433,7 @@ impl Death {
 /// Whether the running kernel's pending-op wake covers a word owned by
 /// another task without FUTEX_WAITERS (`(!owner || !(uval &
 /// FUTEX_WAITERS))` in 7.3.4; `!owner` before): measured yes on 7.3.4, no
-/// on 6.18.15, 6.18.44 and 7.0.13. Which of 7.1 and 7.2 has it is
+/// on 6.16.12, 6.18.15, 6.18.44 and 7.0.13. Which of 7.1 and 7.2 has it is
 /// not measured: those skip.
 fn state_b_wakes() -> Result<bool, Outcome> {
     let v = running_release();
@@ -441,6 +487,10 @@ const CASES: &[(&str, Body)] = &[
     ("fork-pending-own-waiters", Dies(fork(Pending, OwnWaiters, 1, DiedWaiters))),
     ("fork-pending-other-waiters", Dies(fork(Pending, OtherWaiters, 0, Kept))),
     ("fork-pending-own-died", Dies(fork(Pending, OwnDied, 0, Died))),
+    ("fork-list-died", Dies(fork(List, State::Died, 0, Kept))),
+    ("fork-pending-died", Dies(fork(Pending, State::Died, 1, Kept))),
+    ("exec-list-own-waiters", Dies(exec(List, OwnWaiters, 1, DiedWaiters))),
+    ("exec-pending-0", Dies(exec(Pending, Zero, 1, Kept))),
     ("thread-both-other", Dies(thread(Both, Other, 1, Kept).state_b())),
     ("thread-both-own-waiters", Dies(thread(Both, OwnWaiters, 1, DiedWaiters).waiters(2))),
     ("thread-list-own-waiters-private-waiter", Dies(thread(List, OwnWaiters, 0, DiedWaiters).private_waiter())),
@@ -497,7 +547,7 @@ fn dies(d: &Death) -> Check {
     } else {
         d.woken
     };
-    let area = Area::new(1, d.exit == Exit::Fork)?;
+    let area = Area::new(1, d.exit != Exit::Thread)?;
     let entry = area.lock(0) | if d.pi { MOD_PI } else { 0 };
     match d.at {
         At::List => area.link(&[entry], 0),
