@@ -18,7 +18,7 @@
 //! (FUTEX_OWNER_DIED alone). The waiters wait with the shared op (no
 //! FUTEX_PRIVATE_FLAG) unless a name says `private-waiter`.
 //!
-//! Cases (42):
+//! Cases (43):
 //! - `thread-list-0`: on the list, 0: word 0, no wake.
 //! - `thread-list-own`: on the list, own TID: word OWNER_DIED, no wake (no FUTEX_WAITERS).
 //! - `thread-list-other`: on the list, another TID: word unchanged, no wake.
@@ -61,6 +61,7 @@
 //! - `walk-limit-2048`: 2050 entries with the own TID: the first 2048 (ROBUST_LIST_LIMIT) get OWNER_DIED, the last two keep the TID.
 //! - `walk-circular-terminates`: an entry whose next is itself (own TID) and a pending one (own TID): the exit ends, both get OWNER_DIED.
 //! - `walk-misaligned-stops`: entries own, misaligned word, own, and a pending own: the first gets OWNER_DIED; the walk stops at the misaligned one, the rest and the pending keep the TID.
+//! - `walk-fault-stops`: entries own, then one in a PROT_NONE page, and a pending own: the first gets OWNER_DIED; the walk stops at the fault and the pending keeps the TID.
 
 use guest_tests::cases::{self, scaled, Case, Ctx};
 use guest_tests::expect::running_release;
@@ -503,6 +504,7 @@ const CASES: &[(&str, Body)] = &[
     ("walk-limit-2048", Alone(limit_2048)),
     ("walk-circular-terminates", Alone(circular)),
     ("walk-misaligned-stops", Alone(misaligned_stops)),
+    ("walk-fault-stops", Alone(fault_stops)),
 ];
 
 fn run(ctx: &Ctx) -> Outcome {
@@ -684,6 +686,25 @@ fn misaligned_stops(_: &Ctx) -> Check {
     ensure_word("entry 1", area.word(0), OWNER_DIED)?;
     ensure_word("entry 3, after the misaligned one", area.word(2), own)?;
     ensure_word("the pending entry", area.word(3), own)
+}
+
+/// Entries own, then one in a PROT_NONE page; pending own. The walk
+/// handles the first, cannot read the second (`next` nor word) and
+/// returns: the pending entry is not handled.
+fn fault_stops(_: &Ctx) -> Check {
+    let area = Area::new(2, false)?;
+    let none = Mapping::anon(4096, libc::PROT_NONE, false)
+        .map_err(|e| fail(format!("mmap(PROT_NONE): {e}")))?
+        .leak();
+    area.link(&[area.lock(0)], area.lock(1));
+    area.put(area.lock(0), none.addr() as u64);
+    let owner = Owner::start(Exit::Thread, area, nothing)?;
+    let own = owner.tid;
+    area.word(0).store(own, Ordering::SeqCst);
+    area.word(1).store(own, Ordering::SeqCst);
+    owner.exit()?;
+    ensure_word("entry 1", area.word(0), OWNER_DIED)?;
+    ensure_word("the pending entry", area.word(1), own)
 }
 
 /// The first line of `--help`.
