@@ -18,7 +18,7 @@
 //! (FUTEX_OWNER_DIED alone). The waiters wait with the shared op (no
 //! FUTEX_PRIVATE_FLAG) unless a name says `private-waiter`.
 //!
-//! Cases (43):
+//! Cases (44):
 //! - `thread-list-0`: on the list, 0: word 0, no wake.
 //! - `thread-list-own`: on the list, own TID: word OWNER_DIED, no wake (no FUTEX_WAITERS).
 //! - `thread-list-other`: on the list, another TID: word unchanged, no wake.
@@ -62,6 +62,7 @@
 //! - `walk-circular-terminates`: an entry whose next is itself (own TID) and a pending one (own TID): the exit ends, both get OWNER_DIED.
 //! - `walk-misaligned-stops`: entries own, misaligned word, own, and a pending own: the first gets OWNER_DIED; the walk stops at the misaligned one, the rest and the pending keep the TID.
 //! - `walk-fault-stops`: entries own, then one in a PROT_NONE page, and a pending own: the first gets OWNER_DIED; the walk stops at the fault and the pending keeps the TID.
+//! - `walk-readonly-stops`: entries own, then own in a read-only page, and a pending own: the first gets OWNER_DIED; the walk gives up at the unwritable word and the pending keeps the TID.
 
 use guest_tests::cases::{self, scaled, Case, Ctx};
 use guest_tests::expect::running_release;
@@ -505,6 +506,7 @@ const CASES: &[(&str, Body)] = &[
     ("walk-circular-terminates", Alone(circular)),
     ("walk-misaligned-stops", Alone(misaligned_stops)),
     ("walk-fault-stops", Alone(fault_stops)),
+    ("walk-readonly-stops", Alone(readonly_stops)),
 ];
 
 fn run(ctx: &Ctx) -> Outcome {
@@ -704,6 +706,30 @@ fn fault_stops(_: &Ctx) -> Check {
     area.word(1).store(own, Ordering::SeqCst);
     owner.exit()?;
     ensure_word("entry 1", area.word(0), OWNER_DIED)?;
+    ensure_word("the pending entry", area.word(1), own)
+}
+
+/// Entries own, then own in a read-only page; pending own. The walk
+/// marks the first; the second's cmpxchg faults and
+/// `fault_in_user_writeable()` fails, so `handle_futex_death()` gives up
+/// with -1 and the walk returns: the pending entry keeps the TID.
+fn readonly_stops(_: &Ctx) -> Check {
+    let area = Area::new(2, false)?;
+    let ro = Area::new(1, false)?;
+    area.link(&[area.lock(0)], area.lock(1));
+    area.put(area.lock(0), ro.lock(0));
+    ro.put(ro.lock(0), area.head());
+    let owner = Owner::start(Exit::Thread, area, nothing)?;
+    let own = owner.tid;
+    for w in [area.word(0), area.word(1), ro.word(0)] {
+        w.store(own, Ordering::SeqCst);
+    }
+    ro.map
+        .protect(0, ro.map.len(), libc::PROT_READ)
+        .map_err(|e| fail(format!("mprotect(PROT_READ): {e}")))?;
+    owner.exit()?;
+    ensure_word("entry 1", area.word(0), OWNER_DIED)?;
+    ensure_word("entry 2, read-only", ro.word(0), own)?;
     ensure_word("the pending entry", area.word(1), own)
 }
 
