@@ -38,6 +38,7 @@ pub const ALL: &[GuestBinary] = &[
     bin("futex-numa", Role::Futex),
     bin("futex-mpol", Role::Futex),
     bin("futex-upstream-gaps", Role::Futex),
+    bin("futex-robust", Role::Futex),
     bin("futex-ops", Role::Futex),
     bin("futex-wake", Role::Futex),
     bin("futex-requeue", Role::Futex),

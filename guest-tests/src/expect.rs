@@ -288,6 +288,13 @@ fn leading_numbers(s: &str) -> Vec<u64> {
     s[..end].split('.').map_while(|n| n.parse().ok()).collect()
 }
 
+/// The leading numbers of the running kernel's release (`[7, 3, 4]`;
+/// empty when `/proc/sys/kernel/osrelease` is unreadable).
+pub fn running_release() -> Vec<u64> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    leading_numbers(release.trim())
+}
+
 /// Whether a kernel release (`uname -r`: `7.3.4+deb13-cloud-amd64`) is
 /// of `version` (`7.3.4`, or `7.3` for any 7.3.y): the version's numbers
 /// are the first numbers of the release. `6.18.15` is not `6.18.44`.

@@ -7,7 +7,13 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
 
-const BINARIES: &[&str] = &["futex-ops", "futex-wake", "futex-requeue", "futex-pi"];
+const BINARIES: &[&str] = &[
+    "futex-ops",
+    "futex-wake",
+    "futex-requeue",
+    "futex-pi",
+    "futex-robust",
+];
 
 fn binary_path(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_BIN_EXE_futex-ops"))

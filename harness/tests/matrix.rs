@@ -105,7 +105,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    tests:\n      - {bin: smoek}\n",
-            "m.yaml:10:10: suite \"s\": unknown guest binary \"smoek\"; expected one of smoke, topology, futex-prctl, futex-resize, futex-immutable, futex-numa, futex-mpol, futex-upstream-gaps, futex-ops, futex-wake, futex-requeue, futex-pi, futex-bench, fault, artifact or a path to a static binary",
+            "m.yaml:10:10: suite \"s\": unknown guest binary \"smoek\"; expected one of smoke, topology, futex-prctl, futex-resize, futex-immutable, futex-numa, futex-mpol, futex-upstream-gaps, futex-robust, futex-ops, futex-wake, futex-requeue, futex-pi, futex-bench, fault, artifact or a path to a static binary",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\nsuites:\n  - name: s\n    tests:\n      - bin: smoke\n        timeout: soon\n",

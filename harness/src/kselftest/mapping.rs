@@ -176,9 +176,27 @@ pub const MAPPING: &[(&str, &[&str], &str)] = &[
         "",
     ),
     (
+        "robust_list/global.test_set_list_op_pending",
+        &[
+            "futex-robust/fork-pending-own",
+            "futex-robust/thread-pending-own-waiters",
+        ],
+        "upstream: a child dies holding the lock as list_op_pending, the parent then takes it and sees FUTEX_OWNER_DIED; ours: every word state as pending, the word and the wakes exact",
+    ),
+    (
+        "robust_list/global.test_robust_list_multiple_elements",
+        &["futex-robust/walk-several-entries"],
+        "upstream: ten locks, ten waiter processes; ours: three entries in different states, one waiter",
+    ),
+    (
+        "robust_list/global.test_circular_list",
+        &["futex-robust/walk-circular-terminates"],
+        "ours also checks that the pending entry is handled after the limit",
+    ),
+    (
         "robust_list/*",
         &[],
-        "not covered by ours: get_robust_list of a child, list-op-pending, multiple elements, circular lists, the 7.3 vDSO robust unlock, robust unlock via futex ops (see docs/kselftest.md)",
+        "not covered by ours: get_robust_list of a child, the 7.3 vDSO robust unlock, robust unlock via futex ops (see docs/kselftest.md)",
     ),
 ];
 
