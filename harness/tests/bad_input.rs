@@ -52,7 +52,7 @@ const ROWS: &[Row] = &[
     Row { args: &["run", "--kernel", "debian:7.3", "--expect", "numa=2"], code: 2,
         message: r#"harness: error: --expect "numa=2": numa="2": expected 1/0, yes/no or true/false"# },
     Row { args: &["run", "--kernel", "debian:7.3", "--expect", "bogus=1"], code: 2,
-        message: r#"harness: error: --expect "bogus=1": unknown key "bogus"; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags, version"# },
+        message: r#"harness: error: --expect "bogus=1": unknown key "bogus"; known: prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags, robust_pending_owned, version"# },
     Row { args: &["run", "--kernel", "debian:7.3", "--expect", "private_hash=0,immutable=1"], code: 2,
         message: r#"harness: error: --expect "private_hash=0,immutable=1": immutable expected without private_hash"# },
     Row { args: &["run", "--kernel", "debian:7.3", "--expect", "numa=0,mpol=1"], code: 2,
@@ -261,7 +261,7 @@ fn every_bad_input_gets_its_message_and_exit_status_before_any_work() {
     // A matrix whose only kernel names a definition that does not exist.
     std::fs::write(
         dir.path().join("badspec.yaml"),
-        "kernels:\n  - name: k\n    spec: source:nope\n    features: {prctl: true, private_hash: true, immutable: false, numa: true, mpol: true, growth: any-vm, requeue_same_flags: true}\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: 1, mem: 512M}\nsuites:\n  - name: smoke\n    builtin: smoke\n",
+        "kernels:\n  - name: k\n    spec: source:nope\n    features: {prctl: true, private_hash: true, immutable: false, numa: true, mpol: true, growth: any-vm, requeue_same_flags: true, robust_pending_owned: true}\ntopologies:\n  - name: t\n    nodes:\n      - {cpus: 1, mem: 512M}\nsuites:\n  - name: smoke\n    builtin: smoke\n",
     )
     .unwrap();
     let mut bad = Vec::new();
@@ -440,7 +440,7 @@ fn a_dry_run_does_nothing_and_says_what_would_be_done() {
                 "dry run: nothing was fetched, built, written or started\n",
                 "would download the package index of http://127.0.0.1:9/debian and the newest 7.3 cloud-amd64 kernel into ",
                 "would unpack the guest binaries into ",
-                "  futex-numa: /harness/bin/futex-numa --expect prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,version=7.3 (timeout 600 s)\n",
+                "  futex-numa: /harness/bin/futex-numa --expect prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,robust_pending_owned=1,version=7.3 (timeout 600 s)\n",
                 "qemu: qemu-system-x86_64 -nodefaults ",
                 "note: QEMU is not usable here",
             ],

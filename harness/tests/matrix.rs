@@ -43,7 +43,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {numa: true, hash: true}\ntopologies: []\n",
-            "m.yaml:4:28: kernels[0].features: unknown field `hash`, expected one of `prctl`, `private_hash`, `immutable`, `numa`, `mpol`, `growth`, `requeue_same_flags`",
+            "m.yaml:4:28: kernels[0].features: unknown field `hash`, expected one of `prctl`, `private_hash`, `immutable`, `numa`, `mpol`, `growth`, `requeue_same_flags`, `robust_pending_owned`",
         ),
         // Type errors.
         (
@@ -125,7 +125,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         ),
         (
             "kernels:\n  - name: a\n    spec: path:/bin/sh\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
-            "m.yaml:3:5: kernel \"a\": spec \"path:/bin/sh\" names no version, so features must give prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags",
+            "m.yaml:3:5: kernel \"a\": spec \"path:/bin/sh\" names no version, so features must give prctl, private_hash, immutable, numa, mpol, growth, requeue_same_flags, robust_pending_owned",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:6.16\n    features: {private_hash: true, prctl: false}\ntopologies:\n  - name: t\n    nodes: [{cpus: 1, mem: 1G}]\n",
@@ -183,7 +183,7 @@ fn full_product_by_default_with_builtin_suites() {
         tests[0].args,
         [
             "--expect",
-            "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,version=7.3"
+            "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,robust_pending_owned=1,version=7.3"
         ]
     );
     assert!(!m.kernels[1].expect.private_hash && m.kernels[1].expect.prctl);
@@ -668,19 +668,19 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     assert_eq!(
         e("debian-6.12"),
         // 6.12.95 has the backported requeue fix (measured).
-        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=1,version=6.12"
+        "prctl=0,private_hash=0,immutable=0,numa=0,mpol=0,growth=none,requeue_same_flags=1,robust_pending_owned=0,version=6.12"
     );
     assert_eq!(
         e("debian-6.16"),
-        "prctl=1,private_hash=0,immutable=0,numa=1,mpol=1,growth=none,requeue_same_flags=0,version=6.16"
+        "prctl=1,private_hash=0,immutable=0,numa=1,mpol=1,growth=none,requeue_same_flags=0,robust_pending_owned=0,version=6.16"
     );
     assert_eq!(
         e("debian-6.17"),
-        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=thread,requeue_same_flags=0,version=6.17"
+        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=thread,requeue_same_flags=0,robust_pending_owned=0,version=6.17"
     );
     assert_eq!(
         e("debian-7.3"),
-        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,version=7.3"
+        "prctl=1,private_hash=1,immutable=0,numa=1,mpol=1,growth=any-vm,requeue_same_flags=1,robust_pending_owned=1,version=7.3"
     );
     // Built from source: no version in the spec, none to check.
     assert!(!e("source-7.3").contains("version="));

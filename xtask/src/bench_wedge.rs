@@ -66,7 +66,7 @@ fn matrix_yaml(kernel: &str, livelock: bool) -> String {
          kernels:\n\
          \x20 - name: k\n\
          \x20   spec: {kernel}\n\
-         \x20   features: {{prctl: true, private_hash: true, immutable: false, numa: true, mpol: true, growth: any-vm, requeue_same_flags: true}}\n\
+         \x20   features: {{prctl: true, private_hash: true, immutable: false, numa: true, mpol: true, growth: any-vm, requeue_same_flags: true, robust_pending_owned: true}}\n\
          topologies:\n\
          \x20 - name: 1n2c\n\
          \x20   nodes: [{{cpus: 2, mem: 512M}}]\n\

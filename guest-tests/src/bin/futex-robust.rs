@@ -65,7 +65,7 @@
 //! - `walk-readonly-stops`: entries own, then own in a read-only page, and a pending own: the first gets OWNER_DIED; the walk gives up at the unwritable word and the pending keeps the TID.
 
 use guest_tests::cases::{self, scaled, Case, Ctx};
-use guest_tests::expect::running_release;
+use guest_tests::expect::Expect;
 use guest_tests::hash::{self, done, ensure, ensure_res, fail, Check, Res, Worker};
 use guest_tests::ktap::Outcome;
 use guest_tests::mapping::Mapping;
@@ -377,7 +377,8 @@ struct Death {
     woken: usize,
     /// `woken` counts the pending-op wake of a word another task owns
     /// without FUTEX_WAITERS (state B of `handle_futex_death()`'s comment):
-    /// 7.3.4 wakes, 7.0.13 and older do not ([`state_b_wakes`]).
+    /// 7.3.4 wakes, 7.0.13 and older do not (`--expect
+    /// robust_pending_owned`).
     state_b: bool,
     after: After,
 }
@@ -429,24 +430,6 @@ impl Death {
             state_b: true,
             ..self
         }
-    }
-}
-
-/// Whether the running kernel's pending-op wake covers a word owned by
-/// another task without FUTEX_WAITERS (`(!owner || !(uval &
-/// FUTEX_WAITERS))` in 7.3.4; `!owner` before): measured yes on 7.3.4, no
-/// on 6.16.12, 6.18.15, 6.18.44 and 7.0.13. Which of 7.1 and 7.2 has it is
-/// not measured: those skip.
-fn state_b_wakes() -> Result<bool, Outcome> {
-    let v = running_release();
-    if v[..] >= [7, 3][..] {
-        Ok(true)
-    } else if v[..] < [7, 1][..] {
-        Ok(false)
-    } else {
-        Err(hash::skip(format!(
-            "kernel {v:?}: whether the pending-op wake covers a word another task owns without FUTEX_WAITERS is measured on 7.0.13 (no) and 7.3.4 (yes), not on 7.1 or 7.2"
-        )))
     }
 }
 
@@ -514,7 +497,7 @@ fn run(ctx: &Ctx) -> Outcome {
         return fail(format!("no row for case {}", ctx.case));
     };
     done(match body {
-        Dies(d) => dies(d),
+        Dies(d) => dies(d, &ctx.expect),
         Alone(f) => f(ctx),
     })
 }
@@ -545,8 +528,8 @@ fn after_exit(ws: &mut Waiters, ids: &[usize], woken: usize, w: &AtomicU32, flag
     ws.woke("the release", rest)
 }
 
-fn dies(d: &Death) -> Check {
-    let woken = if d.state_b && !state_b_wakes()? {
+fn dies(d: &Death, e: &Expect) -> Check {
+    let woken = if d.state_b && !e.robust_pending_owned {
         0
     } else {
         d.woken

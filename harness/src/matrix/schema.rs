@@ -61,6 +61,9 @@ pub struct RawFeatures {
     pub growth: Option<RawGrowth>,
     /// futex_requeue rejects mismatched entry flags (stable fix 19f94b390586).
     pub requeue_same_flags: Option<bool>,
+    /// An exiting thread's pending robust entry owned by another task
+    /// without FUTEX_WAITERS wakes one waiter (7.3).
+    pub robust_pending_owned: Option<bool>,
 }
 
 /// Which clones trigger private-hash allocation.

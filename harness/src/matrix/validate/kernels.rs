@@ -58,6 +58,7 @@ fn expectations(cx: &Ctx, k: &RawKernel, spec: &KernelSpec) -> Result<Expect, Ma
         ("mpol", f.mpol.is_none()),
         ("growth", f.growth.is_none()),
         ("requeue_same_flags", f.requeue_same_flags.is_none()),
+        ("robust_pending_owned", f.robust_pending_owned.is_none()),
     ]
     .into_iter()
     .filter(|(_, m)| *m)
@@ -92,6 +93,7 @@ fn expectations(cx: &Ctx, k: &RawKernel, spec: &KernelSpec) -> Result<Expect, Ma
         ("mpol", b(f.mpol)),
         ("growth", f.growth.map(|g| growth(g).name())),
         ("requeue_same_flags", b(f.requeue_same_flags)),
+        ("robust_pending_owned", b(f.robust_pending_owned)),
     ];
     let mut expect = base;
     for (key, value) in given.iter().filter_map(|(k, v)| Some((*k, (*v)?))) {
