@@ -301,6 +301,64 @@ where
 
 // ------------------------------------------------ clone() of a thread
 
+/// What a racing `clone()` makes, and so what it does to the private hash
+/// (`docs/futex-abi.md` section 2, `growth`): a thread and a process that
+/// shares the mm (`CLONE_VM` alone, vfork) may allocate the automatic
+/// table; a fork gets a new mm with no table and leaves the parent's alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spawn {
+    /// `CLONE_VM | CLONE_THREAD | ...`, as `pthread_create` asks.
+    Thread,
+    /// `CLONE_VM` without `CLONE_THREAD` or `CLONE_VFORK`.
+    CloneVm,
+    /// `CLONE_VM | CLONE_VFORK` (`vfork()`, `posix_spawn`).
+    Vfork,
+    /// Neither (`fork()`): the child checks GET is 0 in its new mm.
+    Fork,
+}
+
+impl Spawn {
+    /// What the case messages call one.
+    pub fn name(self) -> &'static str {
+        match self {
+            Spawn::Thread => "thread",
+            Spawn::CloneVm => "CLONE_VM child",
+            Spawn::Vfork => "vfork child",
+            Spawn::Fork => "fork child",
+        }
+    }
+
+    /// Whether a clone of this kind calls `futex_hash_allocate_default()`
+    /// under `growth` (7.3.4's `copy_process()`).
+    pub fn allocates(self, growth: crate::expect::Growth) -> bool {
+        use crate::expect::Growth;
+        match self {
+            Spawn::Thread => growth != Growth::None,
+            Spawn::CloneVm => matches!(growth, Growth::VmNotVfork | Growth::AnyVm),
+            Spawn::Vfork => growth == Growth::AnyVm,
+            Spawn::Fork => false,
+        }
+    }
+
+    fn flags(self) -> libc::c_int {
+        match self {
+            Spawn::Thread => {
+                libc::CLONE_VM
+                    | libc::CLONE_FS
+                    | libc::CLONE_FILES
+                    | libc::CLONE_SIGHAND
+                    | libc::CLONE_THREAD
+                    | libc::CLONE_SYSVSEM
+                    | libc::CLONE_PARENT_SETTID
+                    | libc::CLONE_CHILD_CLEARTID
+            }
+            Spawn::CloneVm => libc::CLONE_VM | libc::SIGCHLD,
+            Spawn::Vfork => libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            Spawn::Fork => libc::SIGCHLD,
+        }
+    }
+}
+
 extern "C" fn thread_exit(_: *mut libc::c_void) -> libc::c_int {
     // SAFETY: exit (not exit_group) of this task only; it touches nothing
     // else (no TLS of its own: it runs on the borrowed stack only this).
@@ -308,34 +366,57 @@ extern "C" fn thread_exit(_: *mut libc::c_void) -> libc::c_int {
     0
 }
 
+/// A fork child's body: exit 1 when GET in its new mm names a table
+/// (> 0), else 0 (0, or EINVAL where prctl 78 is unknown); raw syscalls
+/// only: it runs on a borrowed stack.
+extern "C" fn fork_child_get(_: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: prctl and exit of this task; no memory but the stack.
+    let get = unsafe {
+        libc::syscall(
+            libc::SYS_prctl,
+            crate::sys::PR_FUTEX_HASH,
+            crate::sys::PR_FUTEX_HASH_GET_SLOTS,
+            0,
+            0,
+            0,
+        )
+    };
+    // SAFETY: as above.
+    unsafe { libc::syscall(libc::SYS_exit, i64::from(get > 0)) };
+    0
+}
+
 /// One `clone()` of a thread the way `pthread_create` asks for it
-/// (`CLONE_VM | CLONE_THREAD | ...`, what allocates the private hash on
-/// every `growth`), timed around the syscall itself; the thread exits at
-/// once and is waited for (bounded) before this returns, so the number of
-/// threads stays put. `Err` is the errno of the clone.
+/// ([`spawn_once`] of a [`Spawn::Thread`]).
 pub fn clone_thread() -> Result<Call, String> {
+    spawn_once(Spawn::Thread)
+}
+
+/// One `clone()` of `kind`, timed around the syscall itself; the child
+/// exits at once and is waited for (bounded) before this returns, so the
+/// number of threads stays put. `Ok` with an `Err` result is the errno of
+/// the clone; `Err` is a child that did not exit, or a fork child whose
+/// GET was not 0.
+pub fn spawn_once(kind: Spawn) -> Result<Call, String> {
     let mut stack = vec![0u8; 16 * 1024];
     // SAFETY: the end of the vec, 16-byte aligned, is a valid stack top.
     let top = unsafe { stack.as_mut_ptr().add(stack.len()) };
     let top = (top as usize & !15) as *mut libc::c_void;
     let tid = AtomicU32::new(0);
-    let flags = libc::CLONE_VM
-        | libc::CLONE_FS
-        | libc::CLONE_FILES
-        | libc::CLONE_SIGHAND
-        | libc::CLONE_THREAD
-        | libc::CLONE_SYSVSEM
-        | libc::CLONE_PARENT_SETTID
-        | libc::CLONE_CHILD_CLEARTID;
     let tid_ptr = tid.as_ptr() as *mut libc::pid_t;
+    let body = if kind == Spawn::Fork {
+        fork_child_get
+    } else {
+        thread_exit
+    };
     let call = Call::timed(|| {
-        // SAFETY: thread_exit only calls exit on the stack given, which
-        // outlives it (we wait for the kernel to clear `tid` at its exit).
+        // SAFETY: the child only calls exit (and, forked, prctl) on the
+        // stack given, which outlives it (waited for below).
         let r = unsafe {
             libc::clone(
-                thread_exit,
+                body,
                 top,
-                flags,
+                kind.flags(),
                 std::ptr::null_mut(),
                 tid_ptr,
                 std::ptr::null_mut::<libc::c_void>(),
@@ -350,13 +431,40 @@ pub fn clone_thread() -> Result<Call, String> {
             Ok(r as i64)
         }
     });
-    if call.res.is_err() {
+    let pid = match call.res {
+        Err(_) => return Ok(call),
+        Ok(pid) => pid as libc::pid_t,
+    };
+    let deadline = Instant::now() + crate::cases::scaled(Duration::from_secs(5));
+    if kind != Spawn::Thread {
+        let code = match hash::wait_child(pid, deadline.saturating_duration_since(Instant::now())) {
+            Ok(code) => code,
+            Err(o) => {
+                // A child sharing the mm may still run on the stack.
+                std::mem::forget(stack);
+                let why = match o {
+                    Outcome::Fail(w) | Outcome::Skip(w) => w,
+                    Outcome::Pass => "ended".into(),
+                };
+                return Err(format!("{} {pid}: {why}", kind.name()));
+            }
+        };
+        if code != 0 {
+            return Err(format!(
+                "{} {pid} exited {code}{}",
+                kind.name(),
+                if kind == Spawn::Fork {
+                    ": PR_FUTEX_HASH GET in its new mm named a table (a fork inherits no private hash)"
+                } else {
+                    ""
+                }
+            ));
+        }
         return Ok(call);
     }
     // CLONE_CHILD_CLEARTID: the kernel zeroes `tid` and wakes it (a shared
     // futex: this wait does not touch the private hash) once the thread is
     // gone from the mm.
-    let deadline = Instant::now() + crate::cases::scaled(Duration::from_secs(5));
     loop {
         let t = tid.load(Ordering::Acquire);
         if t == 0 {
@@ -439,16 +547,26 @@ pub struct ClonesRound<T: Copy> {
     pub after: T,
 }
 
-/// Round `r` of a SET against thread creation: a fresh process with
-/// `alive` threads (`alive - 2` parked, the SET's and the first one); `set`
-/// on one thread while the first clones threads (each exits at once, at
-/// most `burst` of them) until the SET has returned; then `after` there.
+/// The clones of a [`set_vs_clones`] round.
+#[derive(Debug, Clone, Copy)]
+pub struct Clones {
+    /// What each clone makes.
+    pub kind: Spawn,
+    /// Threads alive in the round's process at every clone.
+    pub alive: usize,
+    /// Most clones one round makes while its SET is in the kernel.
+    pub burst: usize,
+}
+
+/// Round `r` of a SET against clones: a fresh process with `alive`
+/// threads (`alive - 2` parked, the SET's and the first one); `set` on one
+/// thread while the first clones children of `kind` (each exits at once,
+/// at most `burst` of them) until the SET has returned; then `after` there.
 pub fn set_vs_clones<T: Copy>(
     r: u64,
     span: &mut Span,
     timeout: Duration,
-    alive: usize,
-    burst: usize,
+    Clones { kind, alive, burst }: Clones,
     set: impl FnOnce() -> Res + Send + 'static,
     after: impl FnOnce() -> T,
 ) -> Result<ClonesRound<T>, Outcome> {
@@ -471,7 +589,7 @@ pub fn set_vs_clones<T: Copy>(
         let clones = || {
             let mut calls = Vec::new();
             loop {
-                let c: Call = clone_thread()?;
+                let c: Call = spawn_once(kind)?;
                 calls.push(c);
                 if c.res.is_err() || calls.len() >= burst || set_done.load(Ordering::Acquire) {
                     return Ok::<_, String>(calls);

@@ -55,7 +55,15 @@
 //! - `set0-vs-thread-create`: the same with SET 0 (and the same SKIP): every
 //!   clone succeeds, GET 0, SET 16 EBUSY (7.3 fails a clone with EBUSY here,
 //!   the known race: `docs/findings.md`).
-//! - The five races above run rounds (at least 10, then until 10 overlapped,
+//! - `set-vs-vfork`, `set0-vs-clone-vm`: the two above with vfork
+//!   children (`CLONE_VM|CLONE_VFORK`, allocating under `growth=any-vm`)
+//!   and `CLONE_VM` children (under `vm-not-vfork` and `any-vm`) that exit
+//!   at once, SKIP where they allocate nothing; the same checks, and the
+//!   same two known races (`docs/findings.md`).
+//! - `set-vs-fork`: SET 64 against fork children that exit at once: every
+//!   fork succeeds, each child's GET in its new mm is 0, the parent's GET
+//!   exactly 64, SET 16 0.
+//! - The eight races above run rounds (at least 10, then until 10 overlapped,
 //!   at most 200 or 2 s) and FAIL when none overlapped; on a kernel without
 //!   a private hash (nothing to race for) one round checks the absent
 //!   behaviour (EINVAL, or 6.16's stub). A known race failure does not end
@@ -828,6 +836,9 @@ fn main() {
             racing("set32-vs-set128-race", races::set32_vs_128),
             racing("set-vs-thread-create", races::set64_vs_create),
             racing("set0-vs-thread-create", races::set0_vs_create),
+            racing("set-vs-vfork", races::set64_vs_vfork),
+            racing("set0-vs-clone-vm", races::set0_vs_clone_vm),
+            racing("set-vs-fork", races::set64_vs_fork),
             Case::new("set0-then-threads", races::set0_then_threads),
             Case::new("custom-survives-growth", races::custom_survives_growth),
             Case::new("auto-first-thread-16", auto_first),

@@ -136,8 +136,11 @@ pub fn immutable_vs_create(ctx: &Ctx) -> Outcome {
             round.r,
             &mut span,
             ROUND,
-            ALIVE,
-            BURST,
+            race::Clones {
+                kind: race::Spawn::Thread,
+                alive: ALIVE,
+                burst: BURST,
+            },
             || hash::set_immutable(32),
             || {
                 (

@@ -11,7 +11,7 @@ use guest_tests::hash::{
     self, done, ensure, ensure_res, fail, skip, want_get, want_set, Check, Parked, Res, EBUSY,
 };
 use guest_tests::ktap::Outcome;
-use guest_tests::race::{self, Call, Rounds, Span};
+use guest_tests::race::{self, Call, Rounds, Span, Spawn};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -186,6 +186,7 @@ const SETTLE: u32 = 4;
 fn create_round(
     r: u64,
     span: &mut Span,
+    kind: Spawn,
     slots: u64,
     settle: bool,
     want: Res,
@@ -194,8 +195,11 @@ fn create_round(
         r,
         span,
         ROUND,
-        ALIVE,
-        BURST,
+        race::Clones {
+            kind,
+            alive: ALIVE,
+            burst: BURST,
+        },
         move || hash::set(slots),
         || {
             let get = if settle {
@@ -208,15 +212,24 @@ fn create_round(
     )
 }
 
-fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
+fn set_vs_create(ctx: &Ctx, slots: u64, kind: Spawn) -> Check {
     let e = &ctx.expect;
     // Without a private hash there is nothing to race: one round checks
     // the absent behaviour. With one, the clones must allocate, else the
-    // race cannot happen here (<= 4 online CPUs): SKIP, saying why.
-    let clone_size = if e.private_hash {
-        Some(race::clones_race(ALIVE)?)
-    } else {
+    // race cannot happen here (<= 4 online CPUs, or a `growth` under which
+    // this kind of clone allocates nothing): SKIP, saying why. A fork
+    // allocates nothing by design: it races the SET for what it must not
+    // disturb (the parent's table, and no table in its own new mm).
+    let clone_size = if !e.private_hash || kind == Spawn::Fork {
         None
+    } else if !kind.allocates(e.growth) {
+        return Err(skip(format!(
+            "a {} allocates no private hash with growth={} (docs/futex-abi.md section 2): nothing to race",
+            kind.name(),
+            e.growth.name()
+        )));
+    } else {
+        Some(race::clones_race(ALIVE)?)
     };
     // A clone that read the table before a custom SET installed its own
     // and takes the lock after it finds no pending table to compare with:
@@ -229,7 +242,14 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
     let (mut clones, mut overlapping) = (0u64, 0u64);
     let mut span = Span::new();
     let t = race::run(&rounds().once_unless(e.private_hash), |round| {
-        let o = create_round(round.r, &mut span, slots, settle, want_get(e, slots as i64))?;
+        let o = create_round(
+            round.r,
+            &mut span,
+            kind,
+            slots,
+            settle,
+            want_get(e, slots as i64),
+        )?;
         round.overlapped = o.overlapping > 0;
         clones += o.clones as u64;
         overlapping += o.overlapping as u64;
@@ -241,7 +261,8 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
             // lock after it: docs/findings.md, the known race, so the
             // round's checks go on.)
             let spawn = Err(fail(format!(
-                "racing SET {slots}: thread {i} failed to spawn: {}",
+                "racing SET {slots}: {} {i} failed to spawn: {}",
+                kind.name(),
                 std::io::Error::from_raw_os_error(err.0)
             )));
             round.known_if(slots == 0 && Err(err) == EBUSY, spawn)?;
@@ -265,7 +286,10 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
         round.known_if(
             lost_to_clone,
             ensure_res(
-                &format!("GET after SET {slots} raced thread creation (else {what} was lost)"),
+                &format!(
+                    "GET after SET {slots} raced {} creation (else {what} was lost)",
+                    kind.name()
+                ),
                 get,
                 want_get(e, slots as i64),
             ),
@@ -282,11 +306,28 @@ fn set_vs_create(ctx: &Ctx, slots: u64) -> Check {
 }
 
 pub fn set64_vs_create(ctx: &Ctx) -> Outcome {
-    done(set_vs_create(ctx, 64))
+    done(set_vs_create(ctx, 64, Spawn::Thread))
 }
 
 pub fn set0_vs_create(ctx: &Ctx) -> Outcome {
-    done(set_vs_create(ctx, 0))
+    done(set_vs_create(ctx, 0, Spawn::Thread))
+}
+
+/// SET 64 against vfork children that exit at once (7.3's `any-vm`
+/// growth: each allocates like a thread).
+pub fn set64_vs_vfork(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 64, Spawn::Vfork))
+}
+
+/// SET 0 against `CLONE_VM` children that exit at once.
+pub fn set0_vs_clone_vm(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 0, Spawn::CloneVm))
+}
+
+/// SET 64 against fork children that exit at once: the parent's table
+/// stays 64, each child's GET in its new mm is 0.
+pub fn set64_vs_fork(ctx: &Ctx) -> Outcome {
+    done(set_vs_create(ctx, 64, Spawn::Fork))
 }
 
 // ------------------------------------------------------ SET, then threads
