@@ -183,6 +183,59 @@ pub fn entry_block(text: &str, section: &str, name: &str) -> Option<String> {
     Some(b.join("\n") + "\n")
 }
 
+/// `suite` (a suite block of `matrix.yaml`) with each known failure's
+/// `kernel:` list cut to the patterns that match one of `kernels`, and the
+/// entries none of whose patterns does left out: the matrix refuses a
+/// pattern that matches no kernel of the file.
+pub fn scope_known_failures(suite: &str, kernels: &[String]) -> String {
+    let mut out = String::new();
+    let mut entry: Vec<String> = Vec::new();
+    let mut keep = true;
+    let flush = |entry: &mut Vec<String>, keep: bool, out: &mut String| {
+        if keep {
+            for l in entry.iter() {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        entry.clear();
+    };
+    for line in suite.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let starts_entry = line.trim_start().starts_with("- case:");
+        let outside = !line.trim().is_empty() && indent <= 4 && !line.trim_start().starts_with('#');
+        if starts_entry || outside {
+            flush(&mut entry, keep, &mut out);
+            keep = true;
+        }
+        if outside {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let Some(list) = line
+            .trim_start()
+            .strip_prefix("kernel:")
+            .map(str::trim)
+            .and_then(|l| l.strip_prefix('['))
+            .and_then(|l| l.strip_suffix(']'))
+        else {
+            entry.push(line.to_string());
+            continue;
+        };
+        let kept: Vec<String> = list
+            .split(',')
+            .map(|p| p.trim().trim_matches('"').to_string())
+            .filter(|p| kernels.iter().any(|k| harness::glob::matches(p, k)))
+            .map(|p| format!("\"{p}\""))
+            .collect();
+        keep = !kept.is_empty();
+        entry.push(format!("{}kernel: [{}]", &line[..indent], kept.join(", ")));
+    }
+    flush(&mut entry, keep, &mut out);
+    out
+}
+
 /// The generated matrix: the stock kernel and `replays` with `features`,
 /// the topology blocks and the suite block copied from `matrix.yaml`.
 pub fn matrix_text(
@@ -463,6 +516,10 @@ fn write_inputs(
     }
     let suite =
         entry_block(&matrix_yaml, "suites", "futex").context("matrix.yaml has no futex suite")?;
+    let names: Vec<String> = std::iter::once(STOCK.to_string())
+        .chain(replays.iter().map(|r| r.kernel()))
+        .collect();
+    let suite = scope_known_failures(&suite, &names);
 
     let kernels = out.join("kernels");
     let _ = std::fs::remove_dir_all(&kernels);
@@ -792,6 +849,16 @@ mod tests {
         assert!(
             definition_text(&r).contains("extends: \"7.3\"\n")
                 && definition_text(&r).contains("  - replay-01-x\n")
+        );
+    }
+
+    #[test]
+    fn known_failures_keep_only_patterns_of_this_matrix() {
+        let suite = "  - name: futex\n    builtin: futex\n    known_failures:\n      - case: a/debug\n        # seen once\n        kernel: [source-7.3-debug]\n        reason: r\n      - case: a/race\n        kernel: [debian-7.3, \"source-7.3*\"]\n        reason: r\n      - case: a/any\n        reason: r\n";
+        let names = vec![STOCK.to_string(), "source-7.3-replay-01-x".to_string()];
+        assert_eq!(
+            scope_known_failures(suite, &names),
+            "  - name: futex\n    builtin: futex\n    known_failures:\n      - case: a/race\n        kernel: [\"source-7.3*\"]\n        reason: r\n      - case: a/any\n        reason: r\n"
         );
     }
 
