@@ -16,6 +16,9 @@
 //!   flaky cases.
 //! - `results-schema`: writes `docs/results.schema.json` from the results
 //!   model (`harness::results`).
+//! - `replay [--only NN,...] [--topology T,...] [--json FILE] [--list]
+//!   [--dry-run]`: the futex suite against the upstream futex bugs of
+//!   `kernels/replay/`, each reverted on 7.3 (docs/replay.md).
 
 use anyhow::{bail, Result};
 use xshell::{cmd, Shell};
@@ -27,6 +30,7 @@ mod bench_wedge;
 mod ci;
 mod fuzz;
 mod matrix;
+mod replay;
 mod results_schema;
 mod soak;
 
@@ -49,10 +53,14 @@ fn main() -> Result<()> {
         Some("bench-repeat") => bench_repeat::run(&sh, &args[1..]),
         Some("bench-wedge") => bench_wedge::run(&sh, &args[1..]),
         Some("results-schema") => results_schema::run(&project_root()),
+        Some("replay") => {
+            let code = replay::run(&sh, &project_root(), &args[1..])?;
+            std::process::exit(code)
+        }
         Some(other) => bail!(
-            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix, bench-repeat, bench-wedge, results-schema"
+            "unknown xtask {other:?}; known: ci, matrix, test, fuzz, soak, bench-boot, bench-peers, bench-matrix, bench-repeat, bench-wedge, results-schema, replay"
         ),
-        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat|bench-wedge|results-schema>"),
+        None => bail!("usage: cargo xtask <ci|matrix|test|fuzz|soak|bench-boot|bench-peers|bench-matrix|bench-repeat|bench-wedge|results-schema|replay>"),
     }
 }
 
