@@ -137,6 +137,7 @@ pub mod exit {
         ("HARNESS_NET_TESTS", "the project's tests only: also run the tests that need the Debian mirror"),
         ("HARNESS_TIMEOUT_SCALE", "set in the guest: the --timeout-scale factor the test binaries apply"),
         ("HARNESS_SHARES", "set in the guest: the shares mounted, as GUEST_PATH:ro|rw,..."),
+        ("HARNESS_CASE_MARKERS", "set in the guest by guest-init: a case-based test binary writes harness: case-begin/case-end <case> to /dev/kmsg, so a kernel report fails the case it was printed in"),
         ("HARNESS_ARTIFACTS", "set in the guest: the directory whose files come back to <out>/<cell>/artifacts"),
         ("HARNESS_FAULT_RUNS_FILE", "read by the guest fault binary: where fail-on-run counts its runs (default /tmp/harness-fault-runs)"),
         ("HARNESS_BISECT_COMMIT", "set for a bisect --step-command: the commit under test"),
