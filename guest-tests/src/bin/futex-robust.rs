@@ -15,10 +15,11 @@
 //! Word states: `0`; `own` (the exiting task's TID); `other` (this
 //! thread's TID, alive); `own-waiters`, `other-waiters` (the TID with
 //! FUTEX_WAITERS); `own-died` (the TID with FUTEX_OWNER_DIED); `died`
-//! (FUTEX_OWNER_DIED alone). The waiters wait with the shared op (no
+//! (FUTEX_OWNER_DIED alone); `died-waiters` (FUTEX_OWNER_DIED|FUTEX_WAITERS,
+//! TID 0). The waiters wait with the shared op (no
 //! FUTEX_PRIVATE_FLAG) unless a name says `private-waiter`.
 //!
-//! Cases (44):
+//! Cases (47):
 //! - `thread-list-0`: on the list, 0: word 0, no wake.
 //! - `thread-list-own`: on the list, own TID: word OWNER_DIED, no wake (no FUTEX_WAITERS).
 //! - `thread-list-other`: on the list, another TID: word unchanged, no wake.
@@ -33,6 +34,10 @@
 //! - `thread-pending-other-waiters`: pending, another TID|WAITERS: word unchanged, no wake.
 //! - `thread-pending-own-died`: pending, own TID|OWNER_DIED: word OWNER_DIED, no wake.
 //! - `thread-pending-died`: pending, OWNER_DIED alone: word unchanged, one wake.
+//! - `thread-list-died-waiters`: on the list, OWNER_DIED|WAITERS (TID 0): word
+//!   unchanged, no wake.
+//! - `thread-pending-died-waiters`: pending, OWNER_DIED|WAITERS (TID 0): word
+//!   unchanged, one wake (the owner part is 0: 6.2's resent death notice).
 //! - `fork-list-0`: the `thread-list-0` row, a forked child's process exit on a MAP_SHARED word.
 //! - `fork-list-own`: as `thread-list-own`, process exit, shared word.
 //! - `fork-list-other`: as `thread-list-other`, process exit, shared word.
@@ -47,6 +52,8 @@
 //! - `fork-pending-own-died`: as `thread-pending-own-died`, process exit, shared word.
 //! - `fork-list-died`: as `thread-list-died`, process exit, shared word.
 //! - `fork-pending-died`: as `thread-pending-died`, process exit, shared word.
+//! - `fork-pending-died-waiters`: as `thread-pending-died-waiters`, process exit,
+//!   shared word.
 //! - `exec-list-own-waiters`: a forked child execs with own TID|WAITERS on its list: exec walks it (word WAITERS|OWNER_DIED, one wake).
 //! - `exec-pending-0`: a forked child execs with a pending 0: one wake, word 0.
 //! - `thread-both-other`: on the list and pending, another TID: handled once, as pending: one wake (none on 7.0.13 and older).
@@ -318,6 +325,7 @@ enum State {
     OtherWaiters,
     OwnDied,
     Died,
+    DiedWaiters,
 }
 
 impl State {
@@ -330,6 +338,7 @@ impl State {
             State::OtherWaiters => other | WAITERS,
             State::OwnDied => own | OWNER_DIED,
             State::Died => OWNER_DIED,
+            State::DiedWaiters => OWNER_DIED | WAITERS,
         }
     }
 }
@@ -460,6 +469,8 @@ const CASES: &[(&str, Body)] = &[
     ("thread-pending-other-waiters", Dies(thread(Pending, OtherWaiters, 0, Kept))),
     ("thread-pending-own-died", Dies(thread(Pending, OwnDied, 0, Died))),
     ("thread-pending-died", Dies(thread(Pending, State::Died, 1, Kept))),
+    ("thread-list-died-waiters", Dies(thread(List, State::DiedWaiters, 0, Kept))),
+    ("thread-pending-died-waiters", Dies(thread(Pending, State::DiedWaiters, 1, Kept))),
     ("fork-list-0", Dies(fork(List, Zero, 0, Kept))),
     ("fork-list-own", Dies(fork(List, Own, 0, Died))),
     ("fork-list-other", Dies(fork(List, Other, 0, Kept))),
@@ -474,6 +485,7 @@ const CASES: &[(&str, Body)] = &[
     ("fork-pending-own-died", Dies(fork(Pending, OwnDied, 0, Died))),
     ("fork-list-died", Dies(fork(List, State::Died, 0, Kept))),
     ("fork-pending-died", Dies(fork(Pending, State::Died, 1, Kept))),
+    ("fork-pending-died-waiters", Dies(fork(Pending, State::DiedWaiters, 1, Kept))),
     ("exec-list-own-waiters", Dies(exec(List, OwnWaiters, 1, DiedWaiters))),
     ("exec-pending-0", Dies(exec(Pending, Zero, 1, Kept))),
     ("thread-both-other", Dies(thread(Both, Other, 1, Kept).state_b())),
