@@ -563,10 +563,7 @@ fn charge_cases<'a>(
         }
     }
     for (i, reports) in by_case {
-        let mut report = format!("kernel {}: {}", reports[0].kind, reports[0].title);
-        if reports.len() > 1 {
-            let _ = write!(report, " (and {} more)", reports.len() - 1);
-        }
+        let report = reports_message(&reports);
         let reports_text = report_text(&reports);
         let case = &mut cases[i];
         case.status = match std::mem::replace(&mut case.status, CaseStatus::Pass) {
@@ -587,6 +584,16 @@ fn charge_cases<'a>(
     unplaced
 }
 
+/// `kernel <kind>: <title>` of the first of `reports` (not empty), and
+/// how many more there were.
+fn reports_message(reports: &[&KernelReport]) -> String {
+    let mut message = format!("kernel {}: {}", reports[0].kind, reports[0].title);
+    if reports.len() > 1 {
+        let _ = write!(message, " (and {} more)", reports.len() - 1);
+    }
+    message
+}
+
 /// One failing `test/kernel-<kind>` case per kind of report.
 fn kernel_cases(test: &str, reports: &[&KernelReport], out: &mut Vec<Case>) {
     let mut by_kind: BTreeMap<ReportKind, Vec<&KernelReport>> = BTreeMap::new();
@@ -594,10 +601,7 @@ fn kernel_cases(test: &str, reports: &[&KernelReport], out: &mut Vec<Case>) {
         by_kind.entry(r.kind).or_default().push(r);
     }
     for (kind, reports) in by_kind {
-        let mut message = format!("kernel {kind}: {}", reports[0].title);
-        if reports.len() > 1 {
-            let _ = write!(message, " (and {} more)", reports.len() - 1);
-        }
+        let message = reports_message(&reports);
         out.push(Case {
             name: format!("{test}/kernel-{kind}"),
             status: CaseStatus::Fail {
