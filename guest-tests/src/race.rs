@@ -386,12 +386,6 @@ extern "C" fn fork_child_get(_: *mut libc::c_void) -> libc::c_int {
     0
 }
 
-/// One `clone()` of a thread the way `pthread_create` asks for it
-/// ([`spawn_once`] of a [`Spawn::Thread`]).
-pub fn clone_thread() -> Result<Call, String> {
-    spawn_once(Spawn::Thread)
-}
-
 /// One `clone()` of `kind`, timed around the syscall itself; the child
 /// exits at once and is waited for (bounded) before this returns, so the
 /// number of threads stays put. `Ok` with an `Err` result is the errno of
@@ -701,7 +695,7 @@ mod tests {
 
     #[test]
     fn a_cloned_thread_is_timed_and_gone_when_it_returns() {
-        let c = in_fresh_process(Duration::from_secs(10), clone_thread).unwrap();
+        let c = in_fresh_process(Duration::from_secs(10), || spawn_once(Spawn::Thread)).unwrap();
         assert!(matches!(c.res, Ok(tid) if tid > 0), "{c:?}");
         assert!(c.end >= c.start);
     }
