@@ -17,7 +17,7 @@
 //! - `results-schema`: writes `docs/results.schema.json` from the results
 //!   model (`harness::results`).
 //! - `replay [--only NN,...] [--topology T,...] [--json FILE] [--list]
-//!   [--dry-run]`: the futex suite against the upstream futex bugs of
+//!   [--dry-run] [--keep-work]`: the futex suite against the upstream futex bugs of
 //!   `kernels/replay/`, each reverted on 7.3 (docs/replay.md).
 
 use anyhow::{bail, Result};
