@@ -235,7 +235,7 @@ impl Scanner {
                 // `[ cut here ]` is followed by the line that says what it is.
                 (None, Some(Start::Report(k))) if k != ReportKind::Panic => {
                     open.kind = Some(k);
-                    open.title = text.to_string();
+                    open.title = title(text);
                     true
                 }
                 // `BUG: unable to handle page fault` / `kernel BUG at` go on
@@ -271,7 +271,7 @@ impl Scanner {
                 Start::Report(k) => Some(k),
             },
             line: line_no,
-            title: text.to_string(),
+            title: title(text),
             excerpt: String::new(),
             lines: 0,
             test: self.running.last().map(|r| r.1.clone()),
@@ -386,6 +386,17 @@ fn classify(text: &str) -> Option<Start> {
         return None;
     };
     Some(Start::Report(kind))
+}
+
+/// A report's title as the kernel would name its source files in any
+/// build: a harness build with ccache hands gcc its sources as
+/// `../src/...` (`CCACHE_BASEDIR`, `kernel::build`), which the kernel's
+/// own `-fmacro-prefix-map` (an absolute srctree) does not strip, so a
+/// WARN says `../src/mm/slub.c:6734`. Dropping that prefix keeps a known
+/// failure's message, and a comparison of two runs, the same for builds
+/// with and without ccache.
+fn title(text: &str) -> String {
+    text.replace(" ../src/", " ")
 }
 
 /// Whether this line (already in the excerpt) is the last of the report.
@@ -665,6 +676,19 @@ mod tests {
             .starts_with("[    5.000000] ------------[ cut here ]"));
         assert_eq!(r.excerpt.lines().count(), MAX_EXCERPT_LINES);
         assert_eq!(r.title, "WARNING: CPU: 0 PID: 1 at x.c:1 f");
+        for (line, want) in [
+            (
+                "WARNING: ../src/mm/slub.c:6734 at free_large_kmalloc+0x10/0x85, CPU#3: futex-resize/350",
+                "WARNING: mm/slub.c:6734 at free_large_kmalloc+0x10/0x85, CPU#3: futex-resize/350",
+            ),
+            (
+                "kernel BUG at ../src/kernel/futex/pi.c:812!",
+                "kernel BUG at kernel/futex/pi.c:812!",
+            ),
+        ] {
+            let s = super::scan(format!("[    1.0] {line}\n").as_bytes());
+            assert_eq!(s.reports[0].title, want, "ccache's relative source path is dropped");
+        }
         // The rest of the trace starts no new report.
         assert_eq!(scan.reports.len(), 1);
         assert_eq!(scan.tail.lines().count(), TAIL_LINES);

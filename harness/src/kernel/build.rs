@@ -581,9 +581,6 @@ pub fn build_tree(
     Ok(obj.join("arch/x86/boot/bzImage"))
 }
 
-/// The map that strips ccache's relative source prefix from `__FILE__`.
-const MACRO_PREFIX_MAP: &str = "-fmacro-prefix-map=../src/=";
-
 /// The arguments of the image's `make` in the configured `obj`: `-j`,
 /// ccache when wanted and installed, the definition's make variables, the
 /// [`targets`].
@@ -591,12 +588,6 @@ pub(crate) fn image_make_args(def: &Definition, opts: &BuildOptions, obj: &Path)
     let mut extra = vec![format!("-j{}", opts.jobs.max(1))];
     if opts.ccache && source::on_path("ccache") {
         extra.push("CC=ccache gcc".into());
-        // ccache's CCACHE_BASEDIR (see `make`) hands gcc the sources as
-        // `../src/...`, which the kernel's own `-fmacro-prefix-map` (an
-        // absolute srctree) no longer strips: without this map a WARN
-        // would name `../src/mm/slub.c`, not `mm/slub.c`, and a known
-        // failure's message written for one build would miss the other.
-        extra.push(format!("KCPPFLAGS={MACRO_PREFIX_MAP}"));
     }
     extra.extend(def.make_vars.iter().cloned());
     extra.extend(targets(obj));
