@@ -33,6 +33,12 @@
 //!   wake and wait EINVAL.
 //! - `node-out-of-range-einval`: 1024, 4096, 0x7fffffff, 0x80000000, 0xfffffffe
 //!   (those not possible) -> EINVAL.
+//! - `node-class-boundaries`: private and shared, every possible node, every
+//!   impossible id below nr_node_ids, nr_node_ids-1/+0/+1, the scan limit
+//!   1024-1/+0/+1, 2^k-1/2^k/2^k+1 for k 1..=31 (brackets MAX_NUMNODES),
+//!   INT_MAX, 0x80000000, -2 and -1: wake 0 and a mismatching wait EAGAIN
+//!   for a possible node or -1 (written back as a possible node), EINVAL
+//!   for every other id; value and node words unchanged.
 //! - `writeback-wait-eagain-each-cpu`: pinned to each CPU of each online node,
 //!   a wait that fails with EAGAIN still writes that CPU's node (== getcpu()).
 //! - `writeback-wait-timeout-each-cpu`: same for a wait that times out
@@ -138,6 +144,7 @@ const CASES: &[(&str, Absent, Body)] = &[
     ("node-offline-own-table", REFUSED, Nodes(offline, offline_own_table)),
     ("node-not-possible-einval", REFUSED, Nodes(not_possible, rejected_node)),
     ("node-out-of-range-einval", REFUSED, Nodes(out_of_range, rejected_node)),
+    ("node-class-boundaries", REFUSED, Own(node_class_boundaries)),
     ("writeback-wait-eagain-each-cpu", REFUSED, Wb(WAIT_EAGAIN)),
     ("writeback-wait-timeout-each-cpu", REFUSED, Wb(WAIT_TIMEOUT)),
     ("writeback-wake-nr0-each-cpu", REFUSED, Wb(WAKE_NR0)),
@@ -444,6 +451,85 @@ fn out_of_range(t: &Topology) -> Result<Vec<u32>, Outcome> {
         )));
     }
     Ok(ids)
+}
+
+/// Every node id class boundary (docs/futex-abi.md, "The node word"):
+/// `get_futex_key()` (7.3) takes a node word that is `FUTEX_NO_NODE` or
+/// both below `MAX_NUMNODES` and in `node_possible_map`, else EINVAL.
+/// MAX_NUMNODES is `1 << CONFIG_NODES_SHIFT`, which userspace cannot read
+/// without a decompressor for /proc/config.gz: 2^k-1, 2^k, 2^k+1 for every
+/// k in 1..=31 bracket it whatever the shift.
+fn class_boundaries(t: &Topology) -> Vec<u32> {
+    let end = t.possible.iter().max().map_or(0, |n| n + 1); // nr_node_ids
+    let mut ids: Vec<u32> = t.possible.clone();
+    ids.extend((0..end).filter(|n| !t.possible.contains(n)));
+    ids.extend([end.saturating_sub(1), end, end + 1]);
+    let lim = numa::NODE_SCAN_LIMIT;
+    ids.extend([lim - 1, lim, lim + 1]);
+    for k in 1..=31u32 {
+        let p = 1u32 << k;
+        ids.extend([p - 1, p, p.wrapping_add(1)]);
+    }
+    ids.extend([i32::MAX as u32, 0x8000_0000, 0xffff_fffe, NO]);
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// One node id on a `{1, n}` futex: wake and a mismatching wait are
+/// accepted (0, EAGAIN) for a possible node or -1, else EINVAL; the value
+/// word never changes, the node word only for -1 (to a possible node).
+fn class_boundary(t: &Topology, m: &Mapping, flags: u32, kind: &str, n: u32) -> Result<(), String> {
+    let ok = n == NO || t.possible.contains(&n);
+    let class = if ok { "accepted" } else { "refused" };
+    for call in ["wake", "wait (val mismatch)"] {
+        m.set(0, 1, n);
+        let what = format!("{kind} {call} with node {} ({class})", node_str(n));
+        let (got, accepted) = if call == "wake" {
+            (wake(m, 0, 1, flags), Ok(0))
+        } else {
+            (wait_ms(m.uaddr(0), 0, flags, 50), Err(libc::EAGAIN))
+        };
+        want_res(&what, got, if ok { accepted } else { Err(libc::EINVAL) })?;
+        want_eq(
+            &format!("{what}: value word"),
+            m.word(0).load(Ordering::SeqCst),
+            1,
+        )?;
+        let node = m.node(0);
+        if n == NO {
+            if !t.possible.contains(&node) {
+                return Err(format!(
+                    "{what}: node word written back as {}, not a possible node",
+                    node_str(node)
+                ));
+            }
+        } else {
+            want_eq(&format!("{what}: node word"), node, n)?;
+        }
+    }
+    Ok(())
+}
+
+fn node_class_boundaries(_: &Ctx) -> Check {
+    let t = Topology::read()?;
+    let ids = class_boundaries(&t);
+    diag(&format!(
+        "{}; {} ids: MAX_NUMNODES bracketed by 2^k-1, 2^k, 2^k+1 for k in 1..=31 \
+         (/proc/config.gz not read: no decompressor in the guest)",
+        t.describe(),
+        ids.len()
+    ));
+    for (kind, shared, flags) in [
+        ("private", false, PRIVATE_NUMA),
+        ("shared", true, PRIVATE_NUMA & !sys::FUTEX2_PRIVATE),
+    ] {
+        let m = Mapping::anon(1, shared)?;
+        for &n in &ids {
+            class_boundary(&t, &m, flags, kind, n)?;
+        }
+    }
+    Ok(())
 }
 
 /// Reads the topology and checks each node `list` gives on one mapping.

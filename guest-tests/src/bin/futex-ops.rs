@@ -5,13 +5,14 @@
 //! wakes (and futex_wake's own checks) is `futex-wake`'s; requeue and waitv are `futex-requeue`'s, PI
 //! `futex-pi`'s.
 //!
-//! Cases (16):
+//! Cases (17):
 //! - `wait-eagain`: WAIT, WAIT_BITSET (private, shared) and futex_wait on a changed word -> EAGAIN.
 //! - `wait-val-is-u32`: futex(2)'s `val` and `val3` are u32 (high bits dropped); futex_wait's val/mask above 32 bits -> EINVAL.
 //! - `wait-timeout-relative`: FUTEX_WAIT's timeout is relative to now (waits it out; {0,0} returns at once).
 //! - `wait-bitset-timeout-absolute`: WAIT_BITSET's timeout is an absolute CLOCK_MONOTONIC time.
 //! - `wait-bitset-clock-realtime`: FUTEX_CLOCK_REALTIME makes WAIT_BITSET's deadline CLOCK_REALTIME.
 //! - `clock-realtime-enosys`: FUTEX_CLOCK_REALTIME with any op but WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2 -> ENOSYS, before the address.
+//! - `clock-realtime-every-op`: every classic command x private/shared x FUTEX_CLOCK_REALTIME or not x arg4 NULL or a timeout that no other case pins: ENOSYS, EAGAIN, ETIMEDOUT on its clock, or arg4 ignored / taken as val2.
 //! - `timeout-arg-by-cmd`: only WAIT, WAIT_BITSET, LOCK_PI, LOCK_PI2, WAIT_REQUEUE_PI read arg4 as a timespec (EFAULT); the rest ignore it or take it as val2.
 //! - `timespec-invalid-einval`: tv_nsec >= 1e9, < 0 or tv_sec < 0 -> EINVAL, before the op's own checks.
 //! - `bitset-zero-einval`: bitset 0 -> EINVAL before the value, the address and the key; futex_wait reads its timeout first.
@@ -23,7 +24,8 @@
 //! - `signal-eintr`: a handler without SA_RESTART ends WAIT (with or without timeout), futex_wait, futex_waitv with EINTR.
 //! - `signal-sa-restart`: with SA_RESTART WAIT without timeout, futex_wait and futex_waitv restart; WAIT with a timeout is EINTR.
 
-use guest_tests::cases::{main as run, Case, Ctx};
+use guest_tests::cases::{diag, main as run, Case, Ctx};
+use guest_tests::clock::{clocks_too_close, ensure_deadline, futex_clock};
 use guest_tests::hash::{self, done, ensure, ensure_res, EINVAL};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
@@ -239,6 +241,209 @@ fn clock_realtime_enosys(_: &Ctx) -> Outcome {
             futex(addr(w), UNLOCK_PI | P, 0, 0, 0, 0),
             Ok(0),
         )
+    })())
+}
+
+/// The thirteen classic commands `clock-realtime-every-op` walks.
+const CLASSIC: [(&str, u32); 13] = [
+    ("FUTEX_WAIT", WAIT),
+    ("FUTEX_WAKE", WAKE),
+    ("FUTEX_REQUEUE", REQUEUE),
+    ("FUTEX_CMP_REQUEUE", CMP_REQUEUE),
+    ("FUTEX_WAKE_OP", WAKE_OP),
+    ("FUTEX_LOCK_PI", LOCK_PI),
+    ("FUTEX_UNLOCK_PI", UNLOCK_PI),
+    ("FUTEX_TRYLOCK_PI", TRYLOCK_PI),
+    ("FUTEX_WAIT_BITSET", WAIT_BITSET),
+    ("FUTEX_WAKE_BITSET", WAKE_BITSET),
+    ("FUTEX_WAIT_REQUEUE_PI", WAIT_REQUEUE_PI),
+    ("FUTEX_CMP_REQUEUE_PI", CMP_REQUEUE_PI),
+    ("FUTEX_LOCK_PI2", LOCK_PI2),
+];
+
+/// `futex_cmd_has_timeout()` (7.3): the commands whose arg4 is a timespec.
+fn has_timeout(cmd: u32) -> bool {
+    matches!(
+        cmd,
+        WAIT | LOCK_PI | LOCK_PI2 | WAIT_BITSET | WAIT_REQUEUE_PI
+    )
+}
+
+/// `do_futex()` (7.3): the commands that take FUTEX_CLOCK_REALTIME.
+fn takes_realtime(cmd: u32) -> bool {
+    matches!(cmd, WAIT_BITSET | WAIT_REQUEUE_PI | LOCK_PI2)
+}
+
+/// The case that already pins a combination (command, private, with
+/// FUTEX_CLOCK_REALTIME, with a timeout) exactly, if one does;
+/// `clock-realtime-every-op` checks the others (docs/futex-abi.md section 8).
+fn pinned_by(cmd: u32, private: bool, rt: bool, timed: bool) -> Option<&'static str> {
+    match (cmd, private, rt, timed) {
+        (_, _, true, false) if !takes_realtime(cmd) => Some("futex-ops/clock-realtime-enosys"),
+        (_, true, true, false) => Some("futex-ops/clock-realtime-enosys"),
+        (WAIT | WAIT_BITSET, _, false, false) => Some("futex-ops/wait-eagain"),
+        (WAIT, _, false, true) => Some("futex-ops/wait-timeout-relative"),
+        (WAIT_BITSET, true, false, true) => Some("futex-ops/wait-bitset-timeout-absolute"),
+        (WAIT_BITSET, true, true, true) => Some("futex-ops/wait-bitset-clock-realtime"),
+        (LOCK_PI, true, false, true) | (LOCK_PI2, true, _, true) => {
+            Some("futex-pi/lock-pi-timeout-clocks")
+        }
+        (WAIT_REQUEUE_PI, true, _, true) => Some("futex-upstream-gaps/requeue-pi-timeout"),
+        _ => None,
+    }
+}
+
+/// A timespec {0, 60 ms} at a fixed address: as val2 (nr_requeue,
+/// nr_wake2) the pointer's low 32 bits are what the kernel reads.
+fn timespec_at(at: u64) -> Result<u64, Outcome> {
+    let len = 4096;
+    // SAFETY: a fresh anonymous mapping that replaces nothing; it stays
+    // mapped until the case's process ends.
+    let p = unsafe {
+        libc::mmap(
+            at as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p as u64 != at {
+        return Err(hash::fail(format!(
+            "mmap at {at:#x} (MAP_FIXED_NOREPLACE) returned {p:?}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: p is a fresh writable page, aligned for a timespec.
+    unsafe { *(p as *mut libc::timespec) = span(TIMEOUT) };
+    Ok(at)
+}
+
+/// arg4 pointers whose low 32 bits are a positive and a negative int.
+const TS_LOW: u64 = 0x1_4000_0000;
+const TS_HIGH: u64 = 0x1_c000_0000;
+
+/// One combination of `clock-realtime-every-op`: the exact result, and the
+/// words it must (not) change.
+fn every_op_one(name: &str, cmd: u32, p: u32, rt: u32, with_timeout: bool) -> hash::Check {
+    let kind = if p == P { "private" } else { "shared" };
+    let o = cmd | p | rt;
+    let flag = if rt != 0 { "|FUTEX_CLOCK_REALTIME" } else { "" };
+    let arg = if with_timeout { "a timeout" } else { "NULL" };
+    let what = format!("{name}{flag} ({kind}), arg4 {arg}");
+    let (w, w2) = (word(0), word(0));
+    let me = hash::gettid() as u32;
+    let rel = span(TIMEOUT);
+    // A timeout command reads a timespec; the others take arg4 as val2.
+    let arg4 = match (with_timeout, has_timeout(cmd)) {
+        (false, _) => 0,
+        (true, true) => ts(&rel),
+        (true, false) => TS_LOW,
+    };
+    let set7 = encode_op(OP_SET, 7, CMP_EQ, 0);
+    if rt != 0 && !takes_realtime(cmd) {
+        // do_futex() refuses the flag after the syscall read and checked
+        // the timespec, before anything looks at the words.
+        w.store(1, Ordering::SeqCst);
+        ensure_res(&what, futex(addr(w), o, 0, arg4, addr(w2), set7), ENOSYS)?;
+        return ensure(
+            w.load(Ordering::SeqCst) == 1 && w2.load(Ordering::SeqCst) == 0,
+            || format!("{what}: ENOSYS, yet a word changed"),
+        );
+    }
+    match cmd {
+        WAIT | WAIT_BITSET | WAIT_REQUEUE_PI if !with_timeout => {
+            // Accepted without sleeping: the word differs from val.
+            w.store(1, Ordering::SeqCst);
+            ensure_res(&what, futex(addr(w), o, 0, 0, addr(w2), ANY), EAGAIN)
+        }
+        WAIT => ensure_waited(
+            &format!("{what} {{0, 60 ms}} (relative)"),
+            timed(|| futex(addr(w), o, 0, arg4, 0, 0)),
+            TIMEOUT,
+        ),
+        WAIT_BITSET | WAIT_REQUEUE_PI | LOCK_PI | LOCK_PI2 if with_timeout => {
+            let lock = matches!(cmd, LOCK_PI | LOCK_PI2);
+            if lock {
+                // Held by this thread: ensure_deadline's worker blocks.
+                w.store(me, Ordering::SeqCst);
+            }
+            ensure_deadline(&what, futex_clock(o), TIMEOUT, move |d| {
+                futex(addr(w), o, 0, ts(&d), addr(w2), ANY)
+            })?;
+            if lock {
+                ops::ensure_word(&what, w, me | ops::WAITERS)?;
+                ensure_res(
+                    "FUTEX_UNLOCK_PI",
+                    futex(addr(w), UNLOCK_PI | p, 0, 0, 0, 0),
+                    Ok(0),
+                )?;
+            }
+            ops::ensure_word(&what, w, 0)
+        }
+        LOCK_PI | LOCK_PI2 | TRYLOCK_PI => {
+            ensure_res(&what, futex(addr(w), o, 0, arg4, 0, 0), Ok(0))?;
+            ops::ensure_word(&what, w, me)?;
+            ensure_res(
+                "FUTEX_UNLOCK_PI",
+                futex(addr(w), UNLOCK_PI | p, 0, 0, 0, 0),
+                Ok(0),
+            )
+        }
+        UNLOCK_PI => {
+            w.store(me, Ordering::SeqCst);
+            ensure_res(&what, futex(addr(w), o, 0, arg4, 0, 0), Ok(0))?;
+            ops::ensure_word(&what, w, 0)
+        }
+        WAKE | WAKE_BITSET => ensure_res(&what, futex(addr(w), o, 1, arg4, 0, ANY), Ok(0)),
+        WAKE_OP => {
+            ensure_res(&what, futex(addr(w), o, 1, arg4, addr(w2), set7), Ok(0))?;
+            ops::ensure_word(&format!("{what}: the second word"), w2, 7)
+        }
+        _ => {
+            // REQUEUE, CMP_REQUEUE, CMP_REQUEUE_PI: arg4 is nr_requeue, an
+            // int; futex_requeue() refuses a negative one.
+            ensure_res(&what, futex(addr(w), o, 1, arg4, addr(w2), 0), Ok(0))?;
+            if !with_timeout {
+                return Ok(());
+            }
+            ensure_res(
+                &format!("{name} ({kind}), arg4 {TS_HIGH:#x} (nr_requeue < 0)"),
+                futex(addr(w), o, 1, TS_HIGH, addr(w2), 0),
+                EINVAL,
+            )
+        }
+    }
+}
+
+fn clock_realtime_every_op(_: &Ctx) -> Outcome {
+    done((|| {
+        if let Some(why) = clocks_too_close() {
+            return Err(hash::skip(why));
+        }
+        timespec_at(TS_LOW)?;
+        timespec_at(TS_HIGH)?;
+        let mut pinned = Vec::new();
+        for (name, cmd) in CLASSIC {
+            for p in [P, 0] {
+                for rt in [0, CLOCK_REALTIME] {
+                    for timed in [false, true] {
+                        if let Some(case) = pinned_by(cmd, p == P, rt != 0, timed) {
+                            pinned.push(case);
+                            continue;
+                        }
+                        every_op_one(name, cmd, p, rt, timed)?;
+                    }
+                }
+            }
+        }
+        diag(&format!(
+            "{} of {} combinations checked here, the rest pinned by their cases",
+            CLASSIC.len() * 8 - pinned.len(),
+            CLASSIC.len() * 8
+        ));
+        Ok(())
     })())
 }
 
@@ -733,6 +938,7 @@ fn main() {
             Case::new("wait-bitset-timeout-absolute", wait_bitset_timeout_absolute),
             Case::new("wait-bitset-clock-realtime", wait_bitset_clock_realtime),
             Case::new("clock-realtime-enosys", clock_realtime_enosys),
+            Case::new("clock-realtime-every-op", clock_realtime_every_op),
             Case::new("timeout-arg-by-cmd", timeout_arg_by_cmd),
             Case::new("timespec-invalid-einval", timespec_invalid),
             Case::new("bitset-zero-einval", bitset_zero),
