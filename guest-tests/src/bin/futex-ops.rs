@@ -277,8 +277,8 @@ fn takes_realtime(cmd: u32) -> bool {
 /// The case that already pins a combination (command, private, with
 /// FUTEX_CLOCK_REALTIME, with a timeout) exactly, if one does;
 /// `clock-realtime-every-op` checks the others (docs/futex-abi.md section 8).
-fn pinned_by(cmd: u32, private: bool, rt: bool, timed: bool) -> Option<&'static str> {
-    match (cmd, private, rt, timed) {
+fn pinned_by(cmd: u32, private: bool, rt: bool, timeout: bool) -> Option<&'static str> {
+    match (cmd, private, rt, timeout) {
         (_, _, true, false) if !takes_realtime(cmd) => Some("futex-ops/clock-realtime-enosys"),
         (_, true, true, false) => Some("futex-ops/clock-realtime-enosys"),
         (WAIT | WAIT_BITSET, _, false, false) => Some("futex-ops/wait-eagain"),
@@ -428,12 +428,12 @@ fn clock_realtime_every_op(_: &Ctx) -> Outcome {
         for (name, cmd) in CLASSIC {
             for p in [P, 0] {
                 for rt in [0, CLOCK_REALTIME] {
-                    for timed in [false, true] {
-                        if let Some(case) = pinned_by(cmd, p == P, rt != 0, timed) {
+                    for timeout in [false, true] {
+                        if let Some(case) = pinned_by(cmd, p == P, rt != 0, timeout) {
                             pinned.push(case);
                             continue;
                         }
-                        every_op_one(name, cmd, p, rt, timed)?;
+                        every_op_one(name, cmd, p, rt, timeout)?;
                     }
                 }
             }
