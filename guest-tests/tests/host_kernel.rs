@@ -326,16 +326,19 @@ fn flipped_expectations_fail_the_cases_that_assert_them() {
 /// The offline-node cases skip on a host without a possible-but-offline
 /// node; told that a node the kernel does not have is one
 /// (`guest_tests::numa::FAKE_OFFLINE_ENV`), each must fail, since the
-/// kernel answers EINVAL where they assert it accepts the node.
+/// kernel answers EINVAL where they assert it accepts the node (and so
+/// must `node-class-boundaries`, which runs either way).
 #[test]
 fn a_fake_offline_node_fails_the_cases_that_assert_offline_nodes_work() {
     host_has_what_the_table_assumes();
-    let must_fail = [
+    let offline_cases = [
         "node-possible-offline-accepted",
         "node-offline-wait-timeout-unchanged",
         "node-offline-wait-wake-one",
         "node-offline-own-table",
     ];
+    let mut must_fail = offline_cases.to_vec();
+    must_fail.push("node-class-boundaries");
     let plain = run("futex-numa", None, &["offline"]);
     let skipped = plain
         .ktap
@@ -343,7 +346,7 @@ fn a_fake_offline_node_fails_the_cases_that_assert_offline_nodes_work() {
         .count();
     assert_eq!(
         (skipped, plain.status),
-        (must_fail.len(), Some(0)),
+        (offline_cases.len(), Some(0)),
         "without an offline node the cases skip:\n{}",
         plain.ktap
     );
@@ -353,7 +356,7 @@ fn a_fake_offline_node_fails_the_cases_that_assert_offline_nodes_work() {
         .expect("the host's possible nodes");
     let o = run_with(
         "futex-numa",
-        &["--filter", "offline"],
+        &["--filter", "offline", "--filter", "node-class-boundaries"],
         Some((guest_tests::numa::FAKE_OFFLINE_ENV, &fake.to_string())),
     );
     let failed = o.cases(false);
@@ -480,6 +483,16 @@ const OPS_MUTATIONS: &[OpsMutation] = &[
             "# FUTEX_WAIT_REQUEUE_PI|FUTEX_CLOCK_REALTIME with nobody requeueing: ETIMEDOUT ",
             " before its deadline (now + 100ms on CLOCK_MONOTONIC)",
         ],
+    },
+    // futex-ops' table reads its absolute deadlines through futex_clock();
+    // its first on the other clock is LOCK_PI's shared one (CLOCK_REALTIME
+    // read as CLOCK_MONOTONIC's uptime: at once).
+    OpsMutation {
+        binary: "futex-ops",
+        mutation: "wrong-clock",
+        must_fail: &["clock-realtime-every-op"],
+        must_pass: &["clock-realtime-enosys", "wait-timeout-relative"],
+        says: &["# FUTEX_LOCK_PI (shared), arg4 a timeout: ETIMEDOUT "],
     },
     // The requeue of futex-upstream-gaps counts exactly too.
     OpsMutation {

@@ -33,6 +33,12 @@
 //!   wake and wait EINVAL.
 //! - `node-out-of-range-einval`: 1024, 4096, 0x7fffffff, 0x80000000, 0xfffffffe
 //!   (those not possible) -> EINVAL.
+//! - `node-class-boundaries`: private and shared, every possible node, every
+//!   impossible id below nr_node_ids, nr_node_ids-1/+0/+1, the scan limit
+//!   1024-1/+0/+1, 2^k-1/2^k/2^k+1 for k 1..=31 (brackets MAX_NUMNODES),
+//!   INT_MAX, 0x80000000, -2 and -1: wake 0 and a mismatching wait EAGAIN
+//!   for a possible node or -1 (written back as a possible node), EINVAL
+//!   for every other id; value and node words unchanged.
 //! - `writeback-wait-eagain-each-cpu`: pinned to each CPU of each online node,
 //!   a wait that fails with EAGAIN still writes that CPU's node (== getcpu()).
 //! - `writeback-wait-timeout-each-cpu`: same for a wait that times out
@@ -88,17 +94,31 @@
 //!   "The node word"). Skips when no round split (the split was not
 //!   observed) or with fewer than two nodes with CPUs.
 
+#[path = "futex-numa/nodes.rs"]
+mod nodes;
+#[path = "futex-numa/writeback.rs"]
+mod writeback;
+
 use guest_tests::cases::{self, diag, Case, Ctx};
 use guest_tests::ktap::{done, fail, Check, Outcome};
 use guest_tests::numa::{
     self, expect_flags_rejected, list_str, node_str, page_size, pin_checked, wait_ms, waitv_entry,
-    waitv_ms, wake, want_eq, want_err, want_ok, want_res, Mapping, Topology, Waiter,
-    FUTEX2_SIZE_U16, FUTEX2_SIZE_U64, FUTEX2_SIZE_U8, PRIVATE_NUMA, PRIVATE_PLAIN,
+    waitv_ms, wake, want_eq, want_err, want_ok, Mapping, Topology, Waiter, FUTEX2_SIZE_U16,
+    FUTEX2_SIZE_U64, FUTEX2_SIZE_U8, PRIVATE_NUMA, PRIVATE_PLAIN,
 };
-use guest_tests::sys::{self, Errno, FutexWaitv, FUTEX_NO_NODE};
+use guest_tests::sys::{self, FutexWaitv, FUTEX_NO_NODE};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
+
+use nodes::{
+    accepted_node, described, node_class_boundaries, not_possible, offline, offline_own_table,
+    offline_times_out, offline_wake_one, out_of_range, possible, rejected_node,
+};
+use writeback::{
+    concurrent_writeback, writeback, WriteBack, REQUEUE_0, REQUEUE_EAGAIN, WAITV_3, WAIT_EAGAIN,
+    WAIT_TIMEOUT, WAKE_NR0,
+};
 
 const NO: u32 = FUTEX_NO_NODE;
 
@@ -138,6 +158,7 @@ const CASES: &[(&str, Absent, Body)] = &[
     ("node-offline-own-table", REFUSED, Nodes(offline, offline_own_table)),
     ("node-not-possible-einval", REFUSED, Nodes(not_possible, rejected_node)),
     ("node-out-of-range-einval", REFUSED, Nodes(out_of_range, rejected_node)),
+    ("node-class-boundaries", REFUSED, Own(node_class_boundaries)),
     ("writeback-wait-eagain-each-cpu", REFUSED, Wb(WAIT_EAGAIN)),
     ("writeback-wait-timeout-each-cpu", REFUSED, Wb(WAIT_TIMEOUT)),
     ("writeback-wake-nr0-each-cpu", REFUSED, Wb(WAKE_NR0)),
@@ -294,158 +315,6 @@ fn sizes_einval(_: &Ctx) -> Check {
     Ok(())
 }
 
-/// Explicit node `n`: wake 0, wait EAGAIN, word unchanged.
-fn accepted_node(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
-    m.set(0, 1, n);
-    want_ok(
-        &format!("wake with node {n}"),
-        wake(m, 0, 1, PRIVATE_NUMA),
-        0,
-    )?;
-    want_err(
-        &format!("wait (val mismatch) with node {n}"),
-        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-        libc::EAGAIN,
-    )?;
-    want_eq(&format!("node word preset to {n}"), m.node(0), n)
-}
-/// Every possible node, after a diagnostic of the topology.
-fn described(t: &Topology) -> Result<Vec<u32>, Outcome> {
-    diag(&t.describe());
-    possible(t)
-}
-
-fn possible(t: &Topology) -> Result<Vec<u32>, Outcome> {
-    Ok(t.possible.clone())
-}
-
-/// The possible-but-offline nodes (with a diagnostic), or the skip of a
-/// cell without one (a topology with `offline=1` has one).
-fn offline(t: &Topology) -> Result<Vec<u32>, Outcome> {
-    let off = t.offline_possible();
-    if off.is_empty() {
-        return Err(Outcome::Skip(format!(
-            "needs a possible but offline node (a topology with offline=1); possible {} online {}",
-            list_str(&t.possible),
-            list_str(&t.online)
-        )));
-    }
-    diag(&format!(
-        "possible {} online {}: offline {}",
-        list_str(&t.possible),
-        list_str(&t.online),
-        list_str(&off)
-    ));
-    Ok(off)
-}
-
-/// A waiter on `{0, node}` asleep in the kernel; if it never sleeps, what
-/// its wait returned (EINVAL when the kernel refuses the node).
-fn offline_waiter(m: &Mapping, node: u32) -> Result<Waiter, String> {
-    m.set(0, 0, node);
-    let w = Waiter::wait(m.uaddr(0), 0, PRIVATE_NUMA, 10_000, None)?;
-    match w.blocked() {
-        Ok(()) => Ok(w),
-        Err(e) => Err(format!(
-            "waiter on node {node}: {e}; its wait returned {}",
-            numa::show(&w.join())
-        )),
-    }
-}
-/// A wait on an offline node with a matching value times out and changes
-/// neither word.
-fn offline_times_out(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
-    m.set(0, 0, n);
-    want_err(
-        &format!("wait (value matches) with offline node {n}"),
-        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-        libc::ETIMEDOUT,
-    )?;
-    want_eq(&format!("node word preset to {n}"), m.node(0), n)?;
-    want_eq("futex value", m.word(0).load(Ordering::SeqCst), 0)
-}
-
-fn offline_wake_one(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
-    let w = offline_waiter(m, n)?;
-    want_ok(
-        &format!("wake with the waiter's offline node {n}"),
-        wake(m, 0, 1, PRIVATE_NUMA),
-        1,
-    )?;
-    want_ok(&format!("waiter on offline node {n}"), w.join(), 0)?;
-    want_ok(
-        &format!("second wake with node {n}"),
-        wake(m, 0, 1, PRIVATE_NUMA),
-        0,
-    )?;
-    want_eq(&format!("node word preset to {n}"), m.node(0), n)
-}
-
-/// Missed by a waker with each online node, woken by the offline node's.
-fn offline_own_table(t: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
-    let w = offline_waiter(m, n)?;
-    for &o in &t.online {
-        m.word(4).store(o, Ordering::SeqCst);
-        want_ok(
-            &format!("wake with online node {o} of a waiter on offline node {n}"),
-            wake(m, 0, i32::MAX, PRIVATE_NUMA),
-            0,
-        )?;
-    }
-    m.word(4).store(n, Ordering::SeqCst);
-    want_ok(
-        &format!("wake with the waiter's offline node {n}"),
-        wake(m, 0, 1, PRIVATE_NUMA),
-        1,
-    )?;
-    want_ok(&format!("waiter on offline node {n}"), w.join(), 0)
-}
-
-fn rejected_node(_: &Topology, m: &Mapping, n: u32) -> Result<(), String> {
-    m.set(0, 0, n);
-    want_err(
-        &format!("wake with node {}", node_str(n)),
-        wake(m, 0, 1, PRIVATE_NUMA),
-        libc::EINVAL,
-    )?;
-    want_err(
-        &format!("wait with node {}", node_str(n)),
-        wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-        libc::EINVAL,
-    )?;
-    want_eq("node word after EINVAL", m.node(0), n)
-}
-/// The smallest node id that is not possible.
-fn not_possible(t: &Topology) -> Result<Vec<u32>, Outcome> {
-    let Some(n) = t.first_not_possible() else {
-        return Err(Outcome::Skip(format!(
-            "every node id below {} is possible",
-            numa::NODE_SCAN_LIMIT
-        )));
-    };
-    diag(&format!(
-        "possible {}, testing node {n}",
-        list_str(&t.possible)
-    ));
-    Ok(vec![n])
-}
-
-/// The huge node ids that are not possible (at least three).
-fn out_of_range(t: &Topology) -> Result<Vec<u32>, Outcome> {
-    let huge = [1024, 4096, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe];
-    let ids: Vec<u32> = huge
-        .into_iter()
-        .filter(|n| !t.possible.contains(n))
-        .collect();
-    if ids.len() < 3 {
-        return Err(fail(format!(
-            "only {} huge node ids were not possible",
-            ids.len()
-        )));
-    }
-    Ok(ids)
-}
-
 /// Reads the topology and checks each node `list` gives on one mapping.
 fn each_node(list: fn(&Topology) -> Result<Vec<u32>, Outcome>, check: NodeCheck) -> Check {
     let t = Topology::read()?;
@@ -455,90 +324,6 @@ fn each_node(list: fn(&Topology) -> Result<Vec<u32>, Outcome>, check: NodeCheck)
         check(&t, &m, n)?;
     }
     Ok(())
-}
-
-/// Pins to each CPU of each online node in turn and runs `op`, which must
-/// leave the node word(s) it returns equal to that CPU's node.
-fn each_cpu(mut op: impl FnMut(u32, u32) -> Result<Vec<u32>, String>) -> Check {
-    let t = Topology::read()?;
-    diag(&t.describe());
-    let targets = t.pin_targets();
-    if targets.is_empty() {
-        return Err(fail(format!("no CPU to pin to: {}", t.describe())));
-    }
-    for (cpu, node) in targets {
-        pin_checked(cpu, node)?;
-        let words = op(cpu, node)?;
-        for (i, w) in words.iter().enumerate() {
-            if *w != node {
-                return Err(fail(format!(
-                    "on CPU {cpu} (node {node}) node word {i} is {}, expected {node}",
-                    node_str(*w)
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A call that, pinned to each CPU, must write that CPU's node into the
-/// node word of each of its futexes.
-struct WriteBack {
-    /// The futexes, `{val, -1}` at these offsets, reset before each call.
-    words: &'static [(usize, u32)],
-    call: fn(&Mapping) -> Result<i64, Errno>,
-    /// What the call returns: a count, or `Err(errno)`.
-    want: Result<i64, i32>,
-    /// The call, for messages (`... on CPU n`).
-    what: &'static str,
-}
-
-const WAIT_EAGAIN: WriteBack = WriteBack {
-    words: &[(0, 1)],
-    call: |m| wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 50),
-    want: Err(libc::EAGAIN),
-    what: "wait (val mismatch)",
-};
-const WAIT_TIMEOUT: WriteBack = WriteBack {
-    words: &[(0, 0)],
-    call: |m| wait_ms(m.uaddr(0), 0, PRIVATE_NUMA, 20),
-    want: Err(libc::ETIMEDOUT),
-    what: "wait (20 ms)",
-};
-const WAKE_NR0: WriteBack = WriteBack {
-    words: &[(0, 0)],
-    call: |m| wake(m, 0, 0, PRIVATE_NUMA),
-    want: Ok(0),
-    what: "wake nr 0",
-};
-const WAITV_3: WriteBack = WriteBack {
-    words: &[(0, 0), (64, 0), (128, 0)],
-    call: |m| waitv_ms(&entries(m, [(0, 0), (64, 0), (128, 0)]), 0, 20),
-    want: Err(libc::ETIMEDOUT),
-    what: "waitv of 3 NUMA entries (20 ms)",
-};
-const REQUEUE_0: WriteBack = WriteBack {
-    words: &[(0, 0), (64, 0)],
-    call: |m| sys::futex_requeue(&entries(m, [(0, 0), (64, 0)]), 0, 0, 0),
-    want: Ok(0),
-    what: "requeue(nr_wake 0, nr_requeue 0)",
-};
-const REQUEUE_EAGAIN: WriteBack = WriteBack {
-    words: &[(0, 5), (64, 0)],
-    call: |m| sys::futex_requeue(&entries(m, [(0, 4), (64, 0)]), 0, 1, 1),
-    want: Err(libc::EAGAIN),
-    what: "requeue with cmpval 4 != 5",
-};
-
-fn writeback(wb: &WriteBack) -> Check {
-    let m = Mapping::anon(1, false)?;
-    each_cpu(|cpu, _| {
-        for &(off, val) in wb.words {
-            m.set(off, val, NO);
-        }
-        want_res(&format!("{} on CPU {cpu}", wb.what), (wb.call)(&m), wb.want)?;
-        Ok(wb.words.iter().map(|&(off, _)| m.node(off)).collect())
-    })
 }
 
 /// U32|PRIVATE|NUMA entries `(offset, val)` of `m`, for waitv and requeue.
@@ -923,61 +708,6 @@ fn requeue_mismatch_einval(ctx: &Ctx) -> Check {
         }
     }
     Ok(())
-}
-
-fn concurrent_writeback(_: &Ctx) -> Check {
-    const THREADS: usize = 8;
-    const ROUNDS: usize = 200;
-    let t = Topology::read()?;
-    let targets = t.pin_targets();
-    if targets.is_empty() {
-        return Err("no CPU to pin to".into());
-    }
-    let valid: Vec<u32> = targets.iter().map(|&(_, n)| n).collect();
-    let m = Arc::new(Mapping::anon(1, false)?);
-    let start = Arc::new(Barrier::new(THREADS + 1));
-    let done = Arc::new(Barrier::new(THREADS + 1));
-    let mut hs = Vec::new();
-    for i in 0..THREADS {
-        let (cpu, _) = targets[i % targets.len()];
-        let (m, start, done) = (m.clone(), start.clone(), done.clone());
-        hs.push(std::thread::spawn(move || -> Result<(), String> {
-            let pinned = numa::sched_setaffinity(&[cpu]).map_err(|e| e.to_string());
-            let mut err = pinned.err();
-            for _ in 0..ROUNDS {
-                start.wait();
-                let r = wake(&m, 0, 0, PRIVATE_NUMA);
-                if err.is_none() && r != Ok(0) {
-                    err = Some(format!("wake nr 0 on CPU {cpu} {}", numa::show(&r)));
-                }
-                done.wait();
-            }
-            err.map_or(Ok(()), Err)
-        }));
-    }
-    let mut bad = None;
-    let mut seen = Vec::new();
-    for round in 0..ROUNDS {
-        m.set(0, 0, NO);
-        start.wait();
-        done.wait();
-        let n = m.node(0);
-        if !valid.contains(&n) && bad.is_none() {
-            bad = Some(format!(
-                "round {round}: node word {} not a node of the CPUs used {}",
-                node_str(n),
-                list_str(&valid)
-            ));
-        }
-        if !seen.contains(&n) {
-            seen.push(n);
-        }
-    }
-    for h in hs {
-        h.join().map_err(|_| "thread panicked".to_string())??;
-    }
-    diag(&format!("final node words seen: {}", list_str(&seen)));
-    bad.map_or(Ok(()), |w| Err(fail(w)))
 }
 
 /// Two first waiters on different nodes that both read a node word of -1

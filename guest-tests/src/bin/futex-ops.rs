@@ -5,13 +5,14 @@
 //! wakes (and futex_wake's own checks) is `futex-wake`'s; requeue and waitv are `futex-requeue`'s, PI
 //! `futex-pi`'s.
 //!
-//! Cases (16):
+//! Cases (17):
 //! - `wait-eagain`: WAIT, WAIT_BITSET (private, shared) and futex_wait on a changed word -> EAGAIN.
 //! - `wait-val-is-u32`: futex(2)'s `val` and `val3` are u32 (high bits dropped); futex_wait's val/mask above 32 bits -> EINVAL.
 //! - `wait-timeout-relative`: FUTEX_WAIT's timeout is relative to now (waits it out; {0,0} returns at once).
 //! - `wait-bitset-timeout-absolute`: WAIT_BITSET's timeout is an absolute CLOCK_MONOTONIC time.
 //! - `wait-bitset-clock-realtime`: FUTEX_CLOCK_REALTIME makes WAIT_BITSET's deadline CLOCK_REALTIME.
 //! - `clock-realtime-enosys`: FUTEX_CLOCK_REALTIME with any op but WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2 -> ENOSYS, before the address.
+//! - `clock-realtime-every-op`: every classic command x private/shared x FUTEX_CLOCK_REALTIME or not x arg4 NULL or a timeout that no other case pins: ENOSYS, EAGAIN, ETIMEDOUT on its clock, or arg4 ignored / taken as val2.
 //! - `timeout-arg-by-cmd`: only WAIT, WAIT_BITSET, LOCK_PI, LOCK_PI2, WAIT_REQUEUE_PI read arg4 as a timespec (EFAULT); the rest ignore it or take it as val2.
 //! - `timespec-invalid-einval`: tv_nsec >= 1e9, < 0 or tv_sec < 0 -> EINVAL, before the op's own checks.
 //! - `bitset-zero-einval`: bitset 0 -> EINVAL before the value, the address and the key; futex_wait reads its timeout first.
@@ -23,6 +24,10 @@
 //! - `signal-eintr`: a handler without SA_RESTART ends WAIT (with or without timeout), futex_wait, futex_waitv with EINTR.
 //! - `signal-sa-restart`: with SA_RESTART WAIT without timeout, futex_wait and futex_waitv restart; WAIT with a timeout is EINTR.
 
+#[path = "futex-ops/clock.rs"]
+mod clock;
+
+use clock::{clock_realtime_enosys, clock_realtime_every_op, wait_bitset_clock_realtime};
 use guest_tests::cases::{main as run, Case, Ctx};
 use guest_tests::hash::{self, done, ensure, ensure_res, EINVAL};
 use guest_tests::ktap::Outcome;
@@ -142,102 +147,6 @@ fn wait_bitset_timeout_absolute(_: &Ctx) -> Outcome {
                 futex(addr(w), WAIT_BITSET | P, 0, ts(&d), 0, ANY)
             }),
             uptime(),
-        )
-    })())
-}
-
-fn wait_bitset_clock_realtime(_: &Ctx) -> Outcome {
-    done((|| {
-        let w = word(0);
-        let o = WAIT_BITSET | P | CLOCK_REALTIME;
-        ensure_waited(
-            "FUTEX_WAIT_BITSET|CLOCK_REALTIME until CLOCK_REALTIME now + 60 ms",
-            timed(|| {
-                let d = plus(now(REAL), TIMEOUT);
-                futex(addr(w), o, 0, ts(&d), 0, ANY)
-            }),
-            TIMEOUT,
-        )?;
-        let ten = Duration::from_secs(10);
-        ensure_expired(
-            "FUTEX_WAIT_BITSET|CLOCK_REALTIME until CLOCK_MONOTONIC now + 10 s (1970 on CLOCK_REALTIME)",
-            timed(|| {
-                let d = plus(now(MONO), ten);
-                futex(addr(w), o, 0, ts(&d), 0, ANY)
-            }),
-            ten,
-        )
-    })())
-}
-
-fn clock_realtime_enosys(_: &Ctx) -> Outcome {
-    done((|| {
-        let (w, w2) = (word(0), word(0));
-        let set7 = encode_op(OP_SET, 7, CMP_EQ, 0);
-        for (name, o, val, val2, uaddr2, val3) in [
-            ("FUTEX_WAIT", WAIT, 0, 0, 0, 0),
-            ("FUTEX_WAKE", WAKE, 1, 0, 0, 0),
-            ("FUTEX_REQUEUE", REQUEUE, 1, 1, addr(w2), 0),
-            ("FUTEX_CMP_REQUEUE", CMP_REQUEUE, 1, 1, addr(w2), 0),
-            ("FUTEX_WAKE_OP", WAKE_OP, 1, 1, addr(w2), set7),
-            ("FUTEX_LOCK_PI", LOCK_PI, 0, 0, 0, 0),
-            ("FUTEX_UNLOCK_PI", UNLOCK_PI, 0, 0, 0, 0),
-            ("FUTEX_TRYLOCK_PI", TRYLOCK_PI, 0, 0, 0, 0),
-            ("FUTEX_WAKE_BITSET", WAKE_BITSET, 1, 0, 0, ANY),
-            ("FUTEX_CMP_REQUEUE_PI", CMP_REQUEUE_PI, 1, 1, addr(w2), 0),
-        ] {
-            for (kind, p) in [("private", P), ("shared", 0)] {
-                ensure_res(
-                    &format!("{name}|CLOCK_REALTIME ({kind})"),
-                    futex(addr(w), o | p | CLOCK_REALTIME, val, val2, uaddr2, val3),
-                    ENOSYS,
-                )?;
-            }
-        }
-        ensure(
-            w.load(Ordering::SeqCst) == 0 && w2.load(Ordering::SeqCst) == 0,
-            || "an ENOSYS call changed a word (LOCK_PI locked or WAKE_OP wrote)".into(),
-        )?;
-        for (what, a) in [("an unaligned", addr(w) + 1), ("a kernel", KERNEL_ADDR)] {
-            ensure_res(
-                &format!("FUTEX_WAKE|CLOCK_REALTIME on {what} address (the op is checked first)"),
-                futex(a, WAKE | P | CLOCK_REALTIME, 1, 0, 0, 0),
-                ENOSYS,
-            )?;
-        }
-        ensure_res(
-            "FUTEX_WAIT_BITSET|CLOCK_REALTIME, value changed",
-            futex(addr(w), WAIT_BITSET | P | CLOCK_REALTIME, 1, 0, 0, ANY),
-            EAGAIN,
-        )?;
-        ensure_res(
-            "FUTEX_WAIT_REQUEUE_PI|CLOCK_REALTIME, value changed",
-            futex(
-                addr(w),
-                WAIT_REQUEUE_PI | P | CLOCK_REALTIME,
-                1,
-                0,
-                addr(w2),
-                0,
-            ),
-            EAGAIN,
-        )?;
-        ensure_res(
-            "FUTEX_LOCK_PI2|CLOCK_REALTIME on a free word",
-            futex(addr(w), LOCK_PI2 | P | CLOCK_REALTIME, 0, 0, 0, 0),
-            Ok(0),
-        )?;
-        let me = hash::gettid() as u32;
-        ensure(w.load(Ordering::SeqCst) == me, || {
-            format!(
-                "after LOCK_PI2 the word is {:#x}, not the TID {me:#x}",
-                w.load(Ordering::SeqCst)
-            )
-        })?;
-        ensure_res(
-            "FUTEX_UNLOCK_PI",
-            futex(addr(w), UNLOCK_PI | P, 0, 0, 0, 0),
-            Ok(0),
         )
     })())
 }
@@ -733,6 +642,7 @@ fn main() {
             Case::new("wait-bitset-timeout-absolute", wait_bitset_timeout_absolute),
             Case::new("wait-bitset-clock-realtime", wait_bitset_clock_realtime),
             Case::new("clock-realtime-enosys", clock_realtime_enosys),
+            Case::new("clock-realtime-every-op", clock_realtime_every_op),
             Case::new("timeout-arg-by-cmd", timeout_arg_by_cmd),
             Case::new("timespec-invalid-einval", timespec_invalid),
             Case::new("bitset-zero-einval", bitset_zero),
