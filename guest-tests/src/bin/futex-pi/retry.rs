@@ -10,8 +10,8 @@ use guest_tests::cases::{diag, scaled, Ctx};
 use guest_tests::hash::{done, ensure, ensure_res, fail, show, skip, Check, Res, Worker};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
-    addr, ensure_word, op::*, word, Page, Waiters, EDEADLK, ESRCH, ETIMEDOUT, OWNER_DIED, SC_FUTEX,
-    WAITERS,
+    addr, ensure_word, op::*, word, Page, Waiters, EAGAIN, EDEADLK, ESRCH, ETIMEDOUT, OWNER_DIED,
+    SC_FUTEX, WAITERS,
 };
 use guest_tests::race::{now_ns, Call};
 use guest_tests::sys::{futex, TID_MASK};
@@ -85,8 +85,27 @@ fn abba_round(p: u32, f1: &'static AtomicU32, f2: &'static AtomicU32) -> Check {
     // futex_lock_pi_atomic() set FUTEX_WAITERS before attaching.
     ensure_word("F1 after the EDEADLK", f1, ta | WAITERS)?;
     ensure_word("F2 after the EDEADLK", f2, me() | WAITERS)?;
+    // C queues on F1 behind where the caller's waiter was: A's unlock of
+    // F1 must hand it to C (rt_mutex_cleanup_proxy_lock() dequeued the
+    // caller's waiter on the EDEADLK), not to the caller.
+    let seen_c = word(0);
+    let c = ws.add(SC_FUTEX, move || {
+        call(f1, LOCK_PI)?;
+        seen_c.store(f1.load(Ordering::SeqCst), Ordering::SeqCst);
+        call(f1, UNLOCK_PI)
+    })?;
+    let tc = ws.tid(c) as u32;
+    ensure_word("F1 with C waiting", f1, ta | WAITERS)?;
     ensure_res("the caller's UNLOCK_PI of F2", call(f2, UNLOCK_PI), Ok(0))?;
-    ws.woke("the caller's UNLOCK_PI of F2 (hands it to A)", &[a])?;
+    ws.woke(
+        "the caller's UNLOCK_PI of F2 (hands it to A, whose unlock of F1 hands that to C)",
+        &[a, c],
+    )?;
+    ensure_word(
+        "F1 as C saw it when its LOCK_PI returned",
+        seen_c,
+        tc | WAITERS,
+    )?;
     // wake_futex_pi() stores FUTEX_WAITERS | the new owner's TID.
     ensure_word(
         "F2 as A saw it when its LOCK_PI returned",
@@ -169,7 +188,18 @@ fn tv_round(w: &'static AtomicU32, round: u64) -> Result<(bool, bool), Outcome> 
     let un = Call::timed(|| super::pi(addr(w), UNLOCK_PI));
     let tid = t.tid()? as u32;
     let got = t.join(scaled(Duration::from_secs(10)))?;
-    ensure_res("the owner's UNLOCK_PI", un.res, Ok(0))?;
+    // __futex_unlock_pi() returns EAGAIN when its cmpxchg finds the word
+    // changed since it read it (a waiter set FUTEX_WAITERS, then left):
+    // the owner still holds the lock and unlocks again.
+    if un.res == EAGAIN {
+        ensure_res(
+            "the owner's UNLOCK_PI after EAGAIN",
+            super::pi(addr(w), UNLOCK_PI),
+            Ok(0),
+        )?;
+    } else {
+        ensure_res("the owner's UNLOCK_PI", un.res, Ok(0))?;
+    }
     let seen = got.seen;
     match got.call.res {
         Ok(0) => {
