@@ -21,7 +21,7 @@
 //! - `abba-deadlock-edeadlk`: A owns F1 and sleeps in LOCK_PI of F2, the caller owns F2: its LOCK_PI of F1 -> EDEADLK (F1 = A|WAITERS, A still asleep); C then sleeps in LOCK_PI of F1; UNLOCK_PI of F2 hands it to A (A|WAITERS), A's unlock of F1 hands it to C (C|WAITERS), all unlocks return 0 and leave both words 0; 4 rounds, private and shared.
 //! - `lock-pi-timeout-vs-unlock`: a LOCK_PI2 timeout expiring as the owner's UNLOCK_PI runs: 0 iff the word holds the waiter's TID (never ETIMEDOUT with it), the owner's UNLOCK_PI 0 (or EAGAIN, word changed under it, then 0), the word 0 after each round; skips unless a round overlapped.
 //! - `lock-pi-owner-exiting`: an owner exits holding the lock (no robust list) as a waiter's LOCK_PI2 comes: 0 with the word its TID|WAITERS|OWNER_DIED (attached before the exit) or ESRCH with the dead TID|WAITERS, nothing else; skips unless both happened.
-//! - `lock-pi-owner-exiting-fifo`: the same with a SCHED_FIFO waiter pinned to the owner's CPU, waking into its exit: also returns within 250 ms (scaled); skips where SCHED_FIFO is refused.
+//! - `lock-pi-owner-exiting-fifo`: the same with a SCHED_FIFO waiter pinned to the owner's CPU, waking into its exit: its LOCK_PI2 also spends at most 250 ms (scaled) of CPU time (it sleeps on the exit, never spins); skips where SCHED_FIFO is refused.
 
 #[path = "futex-pi/retry.rs"]
 mod retry;
