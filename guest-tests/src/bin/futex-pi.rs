@@ -4,7 +4,7 @@
 //! errnos of a bad owner, timeouts and their clocks, signals, and how the
 //! plain operations refuse a PI waiter (and the other way round).
 //!
-//! Cases (11):
+//! Cases (15):
 //! - `lock-pi-free-word`: LOCK_PI / TRYLOCK_PI on 0 store exactly the TID; relocking -> EDEADLK (LOCK_PI, LOCK_PI2, TRYLOCK_PI); UNLOCK_PI stores 0, again -> EPERM.
 //! - `lock-pi-owner-died-kept`: taking a free word keeps FUTEX_OWNER_DIED and drops FUTEX_WAITERS; UNLOCK_PI without kernel waiters clears both.
 //! - `unlock-pi-eperm`: UNLOCK_PI of a word not holding the caller's TID -> EPERM, checked before the alignment; unreadable -> EFAULT.
@@ -16,6 +16,15 @@
 //! - `lock-pi-signal-restarts`: a handler without SA_RESTART does not end a blocked LOCK_PI (no EINTR); the unlock still hands it over.
 //! - `unlock-pi-plain-waiter-einval`: UNLOCK_PI with a FUTEX_WAIT waiter on the word -> EINVAL, word unchanged.
 //! - `requeue-pi-waiter-refuses-plain-ops`: a WAIT_REQUEUE_PI waiter: FUTEX_WAKE and CMP_REQUEUE -> EINVAL, CMP_REQUEUE_PI to another uaddr2 -> EINVAL, to its own takes the free PI word for it.
+//!
+//! The races and retry paths are `futex-pi/retry.rs`:
+//! - `abba-deadlock-edeadlk`: A owns F1 and sleeps in LOCK_PI of F2, the caller owns F2: its LOCK_PI of F1 -> EDEADLK (F1 = A|WAITERS, A still asleep); C then sleeps in LOCK_PI of F1; UNLOCK_PI of F2 hands it to A (A|WAITERS), A's unlock of F1 hands it to C (C|WAITERS), all unlocks return 0 and leave both words 0; 4 rounds, private and shared.
+//! - `lock-pi-timeout-vs-unlock`: a LOCK_PI2 timeout expiring as the owner's UNLOCK_PI runs: 0 iff the word holds the waiter's TID (never ETIMEDOUT with it), the owner's UNLOCK_PI 0 (or EAGAIN, word changed under it, then 0), the word 0 after each round; skips unless a round overlapped.
+//! - `lock-pi-owner-exiting`: an owner exits holding the lock (no robust list) as a waiter's LOCK_PI2 comes: 0 with the word its TID|WAITERS|OWNER_DIED (attached before the exit) or ESRCH with the dead TID|WAITERS, nothing else; skips unless both happened.
+//! - `lock-pi-owner-exiting-fifo`: the same with a SCHED_FIFO waiter pinned to the owner's CPU, waking into its exit: its LOCK_PI2 also spends at most 250 ms (scaled) of CPU time (it sleeps on the exit, never spins); skips where SCHED_FIFO is refused.
+
+#[path = "futex-pi/retry.rs"]
+mod retry;
 
 use guest_tests::cases::{main as run, scaled, Case, Ctx};
 use guest_tests::hash::{self, done, ensure_res, skip, Check, Res, Worker, EINVAL};
@@ -470,6 +479,10 @@ fn main() {
             Case::new("lock-pi-signal-restarts", lock_pi_signal_restarts),
             Case::new("unlock-pi-plain-waiter-einval", unlock_pi_plain_waiter),
             Case::new("requeue-pi-waiter-refuses-plain-ops", requeue_pi_waiter),
+            Case::new("abba-deadlock-edeadlk", retry::abba_deadlock),
+            Case::new("lock-pi-timeout-vs-unlock", retry::timeout_vs_unlock),
+            Case::new("lock-pi-owner-exiting", retry::owner_exiting),
+            Case::new("lock-pi-owner-exiting-fifo", retry::owner_exiting_fifo),
         ],
     )
 }
