@@ -236,8 +236,9 @@ fn raw_cases(cell: &CellResult) -> Vec<Case> {
         let incomplete = flatten(top, &name, &ctx, &mut out);
         any_incomplete |= incomplete;
         explained |= incomplete;
+        let unplaced = charge_cases(&name, &ctx.reports, &mut out, first);
         if !incomplete {
-            let unplaced = charge_cases(&name, &ctx.reports, &mut out[first..]);
+            // An incomplete test's `<incomplete>` case already names them.
             kernel_cases(&name, &unplaced, &mut out);
         }
     }
@@ -537,35 +538,44 @@ fn report_text(reports: &[&KernelReport]) -> String {
     text
 }
 
-/// Fails each case of top-level test `test` (among `cases`) during which
+/// Fails each case of top-level test `test` (`out[first..]`) during which
 /// the kernel printed a report (its `case-begin`/`case-end` markers
 /// framed it): a case that passed or skipped fails with the first report
 /// as its message, one that failed keeps its message with the report
 /// appended, so a known-failure entry written for the case's own failure
-/// does not excuse a kernel report as well. Returns the reports no case
-/// of `cases` framed (printed between cases, or by a binary without
-/// markers), for [`kernel_cases`].
+/// does not excuse a kernel report as well. A framed case without a
+/// result (the kernel or its process died in it: the binary never
+/// reported it) is added, failing with the report, so the case that
+/// brought the kernel down is named whether or not the test finished.
+/// Returns the reports no case framed (printed between cases, or by a
+/// binary without markers), for [`kernel_cases`].
 fn charge_cases<'a>(
     test: &str,
     reports: &[&'a KernelReport],
-    cases: &mut [Case],
+    out: &mut Vec<Case>,
+    first: usize,
 ) -> Vec<&'a KernelReport> {
     let mut unplaced = Vec::new();
-    let mut by_case: BTreeMap<usize, Vec<&KernelReport>> = BTreeMap::new();
+    let mut by_case: BTreeMap<String, Vec<&KernelReport>> = BTreeMap::new();
     for r in reports {
-        let at = r.case.as_deref().and_then(|c| {
-            let name = format!("{test}/{c}");
-            cases.iter().position(|k| k.name == name)
-        });
-        match at {
-            Some(i) => by_case.entry(i).or_default().push(r),
+        match r.case.as_deref() {
+            Some(c) => by_case.entry(format!("{test}/{c}")).or_default().push(r),
             None => unplaced.push(*r),
         }
     }
-    for (i, reports) in by_case {
+    for (name, reports) in by_case {
         let report = reports_message(&reports);
         let reports_text = report_text(&reports);
-        let case = &mut cases[i];
+        let Some(case) = out[first..].iter_mut().find(|k| k.name == name) else {
+            out.push(Case {
+                name,
+                status: CaseStatus::Fail {
+                    message: format!("{report} (the case gave no result)"),
+                    text: reports_text,
+                },
+            });
+            continue;
+        };
         case.status = match std::mem::replace(&mut case.status, CaseStatus::Pass) {
             CaseStatus::Fail { message, text } => CaseStatus::Fail {
                 message: format!("{message}; {report}"),
@@ -775,7 +785,8 @@ ok 2 topology # SKIP reason
                 "
                 smoke/uname: FAIL: kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:1 a+0x1/0x2
                 smoke/futex_basic: FAIL: expected 2 got 3; kernel lockdep: WARNING: possible circular locking dependency detected
-                smoke/kernel-warning: FAIL: kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:3 c+0x1/0x2 (and 1 more)
+                smoke/gone: FAIL: kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:4 d+0x1/0x2 (the case gave no result)
+                smoke/kernel-warning: FAIL: kernel warning: WARNING: CPU: 0 PID: 9 at kernel/futex/core.c:3 c+0x1/0x2
                 topology/nodes: FAIL: kernel kasan: BUG: KASAN: slab-use-after-free in futex_wake+0x1/0x2
                 ",
             ),
@@ -821,6 +832,24 @@ ok 2 topology # SKIP reason
                 "
                 smoke/uname: pass
                 smoke/<incomplete>: FAIL: did not finish: kernel panic; kernel bug: BUG: kernel NULL pointer dereference, address: 0000000000000008
+                topology: FAIL: did not run: kernel panic
+                ",
+            ),
+            (
+                "a panic inside a case: that case fails by name beside <incomplete>",
+                cell(
+                    "KTAP version 1\n1..2\n  KTAP version 1\n  # Subtest: smoke\n  1..2\n  ok 1 uname\n",
+                    &PANIC_IN_SMOKE.replace(
+                        "[    1.0] harness: begin 1 smoke\n",
+                        "[    1.0] harness: begin 1 smoke\n[    1.5] harness: case-begin futex_basic\n",
+                    ),
+                    VmEnd::KernelPanic,
+                    planned,
+                ),
+                "
+                smoke/uname: pass
+                smoke/<incomplete>: FAIL: did not finish: kernel panic; kernel bug: BUG: kernel NULL pointer dereference, address: 0000000000000008
+                smoke/futex_basic: FAIL: kernel bug: BUG: kernel NULL pointer dereference, address: 0000000000000008 (and 1 more) (the case gave no result)
                 topology: FAIL: did not run: kernel panic
                 ",
             ),
