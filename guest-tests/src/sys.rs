@@ -148,7 +148,9 @@ pub struct FutexWaitv {
     pub reserved: u32,
 }
 
-fn check(ret: i64) -> Result<i64, Errno> {
+/// A raw syscall's or libc call's return: -1 is the errno, anything else
+/// the value.
+pub fn check(ret: i64) -> Result<i64, Errno> {
     if ret == -1 {
         Err(Errno(
             std::io::Error::last_os_error().raw_os_error().unwrap_or(0),

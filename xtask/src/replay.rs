@@ -831,6 +831,18 @@ mod tests {
             .unwrap_err()
             .contains("--bogus"));
         assert!(parse_args(&["--only".into()]).is_err());
+        assert_eq!(a.suites, ["futex"]);
+        assert!(!a.keep_work);
+        let b = parse_args(&[
+            "--suite".into(),
+            "futex,kselftest-futex".into(),
+            "--keep-work".into(),
+        ])
+        .unwrap();
+        assert_eq!(b.suites, ["futex", "kselftest-futex"]);
+        assert!(b.keep_work);
+        let e = parse_args(&["--nope".into()]).unwrap_err();
+        assert!(e.contains("--suite S") && e.contains("--keep-work"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use super::{me, P};
 use guest_tests::cases::{diag, scaled, Ctx};
+use guest_tests::clock::span;
 use guest_tests::hash::{done, ensure, ensure_res, fail, show, skip, Check, Res, Worker};
 use guest_tests::ktap::Outcome;
 use guest_tests::ops::{
@@ -122,12 +123,9 @@ fn abba_round(p: u32, f1: &'static AtomicU32, f2: &'static AtomicU32) -> Check {
     ws.join()
 }
 
-/// A CLOCK_MONOTONIC instant as a timespec.
+/// A CLOCK_MONOTONIC instant (`race::now_ns()` ns) as a timespec.
 fn mono_ts(ns: u64) -> libc::timespec {
-    libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as i64,
-        tv_nsec: (ns % 1_000_000_000) as i64,
-    }
+    span(Duration::from_nanos(ns))
 }
 
 /// What the timed waiter of one round saw.
@@ -260,13 +258,7 @@ fn set_fifo(prio: i32) -> Res {
         sched_priority: prio,
     };
     // SAFETY: p is a live sched_param; pid 0 is the calling thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
-        Ok(0)
-    } else {
-        Err(guest_tests::sys::Errno(
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ))
-    }
+    guest_tests::sys::check(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) }.into())
 }
 
 /// The calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID), in ns.
