@@ -9,9 +9,23 @@ pub const PLAN_PATH: &str = "/harness/plan.json";
 /// Directory of the guest binaries inside the initramfs.
 pub const BIN_DIR: &str = "/harness/bin";
 /// The serial port reserved for the KTAP stream (the console is `ttyS0`).
+#[cfg(not(target_arch = "aarch64"))]
 pub const RESULTS_PORT: &str = "/dev/ttyS1";
+/// The KTAP stream on arm64: `virt` has one UART (the console,
+/// `ttyAMA0`), so results go to the first virtio console.
+#[cfg(target_arch = "aarch64")]
+pub const RESULTS_PORT: &str = "/dev/hvc0";
 /// The serial port of the interactive shell (`--shell`).
+#[cfg(not(target_arch = "aarch64"))]
 pub const SHELL_PORT: &str = "/dev/ttyS2";
+/// The interactive shell on arm64: the second virtio console.
+#[cfg(target_arch = "aarch64")]
+pub const SHELL_PORT: &str = "/dev/hvc1";
+/// The kmsg record guest-init writes just before it powers a machine off
+/// that has no `isa-debug-exit` (arm64's `virt`): `harness: guest-exit N`,
+/// N the [`GuestExit`] code in decimal. QEMU then exits 0 (PSCI
+/// `SYSTEM_OFF`), and the host reads the status from the console instead.
+pub const GUEST_EXIT_MARK: &str = "harness: guest-exit ";
 /// The results-stream comment guest-init writes when the shell starts
 /// (`  # interactive shell on /dev/ttyS2`): the host's terminal bridge
 /// waits for it.
@@ -47,14 +61,30 @@ impl GuestExit {
 
     /// Decodes a QEMU exit status produced by `isa-debug-exit`.
     pub fn from_qemu_status(status: i32) -> Option<GuestExit> {
-        [
-            GuestExit::Finished,
-            GuestExit::BadPlan,
-            GuestExit::InitError,
-        ]
-        .into_iter()
-        .find(|g| g.qemu_status() == status)
+        Self::ALL.into_iter().find(|g| g.qemu_status() == status)
     }
+
+    /// Decodes the last [`GUEST_EXIT_MARK`] record of a console log (the
+    /// exit of a machine without `isa-debug-exit`). `None` when there is
+    /// none, or its code is not one of ours.
+    pub fn from_console(console: &[u8]) -> Option<GuestExit> {
+        let mark = GUEST_EXIT_MARK.as_bytes();
+        let at = console.windows(mark.len()).rposition(|w| w == mark)?;
+        let digits: Vec<u8> = console[at + mark.len()..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .take(3)
+            .copied()
+            .collect();
+        let code: u8 = std::str::from_utf8(&digits).ok()?.parse().ok()?;
+        Self::ALL.into_iter().find(|g| *g as u8 == code)
+    }
+
+    const ALL: [GuestExit; 3] = [
+        GuestExit::Finished,
+        GuestExit::BadPlan,
+        GuestExit::InitError,
+    ];
 }
 
 /// Prefix of the markers the init writes to `/dev/kmsg` around each binary,
@@ -278,5 +308,14 @@ mod tests {
         assert_eq!(GuestExit::from_qemu_status(33), Some(GuestExit::Finished));
         assert_eq!(GuestExit::from_qemu_status(0), None);
         assert_eq!(GuestExit::from_qemu_status(1), None);
+    }
+
+    #[test]
+    fn the_console_mark_gives_the_last_exit() {
+        let log = b"[ 1.0] harness: guest-exit 18\r\n[ 2.0] harness: guest-exit 16\r\n[ 2.1] reboot: Power down\r\n";
+        assert_eq!(GuestExit::from_console(log), Some(GuestExit::Finished));
+        assert_eq!(GuestExit::from_console(b"harness: guest-exit 99\n"), None);
+        assert_eq!(GuestExit::from_console(b"harness: guest-exit \n"), None);
+        assert_eq!(GuestExit::from_console(b"nothing"), None);
     }
 }

@@ -3,6 +3,7 @@
 //! happens into JUnit. See ARCHITECTURE.md for the map.
 #![deny(missing_docs)]
 
+pub mod arch;
 pub mod args;
 pub mod bench;
 pub mod bisect;

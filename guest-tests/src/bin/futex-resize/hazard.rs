@@ -46,6 +46,7 @@ extern "C" fn clone_vm_waiter(arg: *mut libc::c_void) -> libc::c_int {
     let r: i64;
     // SAFETY: FUTEX_WAIT_PRIVATE on the parent's live word with its live
     // relative timeout.
+    #[cfg(target_arch = "x86_64")]
     unsafe {
         std::arch::asm!(
             "syscall",
@@ -58,6 +59,21 @@ extern "C" fn clone_vm_waiter(arg: *mut libc::c_void) -> libc::c_int {
             in("r9") 0i64,
             lateout("rcx") _,
             lateout("r11") _,
+            options(nostack),
+        );
+    }
+    // SAFETY: as above; arm64 passes the number in x8, arguments in x0-x5.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!(
+            "svc #0",
+            in("x8") libc::SYS_futex,
+            inlateout("x0") arg.word as i64 => r,
+            in("x1") (legacy::WAIT | legacy::PRIVATE) as i64,
+            in("x2") 0i64,
+            in("x3") &arg.timeout as *const libc::timespec,
+            in("x4") 0i64,
+            in("x5") 0i64,
             options(nostack),
         );
     }

@@ -1,13 +1,16 @@
 //! Ending the VM, whatever happened.
 
-use guest_tests::plan::{GuestExit, DEBUG_EXIT_PORT};
+use guest_tests::plan::{GuestExit, DEBUG_EXIT_PORT, GUEST_EXIT_MARK};
 
 /// Syncs, then ends the VM with `exit` through `isa-debug-exit`; without that
 /// device, powers off, then reboots (QEMU runs with `-no-reboot`, so a reboot
-/// ends it too). Never returns: PID 1 must not exit.
+/// ends it too). On arm64 (`virt` has no such device) the status goes to
+/// the console as a [`GUEST_EXIT_MARK`] record first, then PSCI powers
+/// off. Never returns: PID 1 must not exit.
 pub fn end(exit: GuestExit) -> ! {
     // SAFETY: plain syscalls.
     unsafe { libc::sync() };
+    mark_exit(exit as u8);
     debug_exit(exit as u8);
     // SAFETY: plain syscalls; they return only on failure.
     unsafe {
@@ -43,4 +46,19 @@ fn debug_exit(code: u8) {
 #[cfg(not(target_arch = "x86_64"))]
 fn debug_exit(_code: u8) {
     let _ = DEBUG_EXIT_PORT;
+}
+
+/// Writes `harness: guest-exit <code>` to `/dev/kmsg` (printed on the
+/// console before the poweroff's own lines), where the host reads it.
+#[cfg(target_arch = "aarch64")]
+fn mark_exit(code: u8) {
+    use std::io::Write;
+    if let Ok(mut k) = std::fs::OpenOptions::new().write(true).open("/dev/kmsg") {
+        let _ = k.write_all(format!("<6>{GUEST_EXIT_MARK}{code}\n").as_bytes());
+    }
+}
+
+#[cfg(not(target_arch = "aarch64"))]
+fn mark_exit(_code: u8) {
+    let _ = GUEST_EXIT_MARK;
 }
