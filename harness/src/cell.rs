@@ -55,6 +55,8 @@ pub enum CellError {
 /// Everything that defines a cell.
 #[derive(Debug, Clone)]
 pub struct CellSpec {
+    /// The guest architecture (which QEMU, machine and console).
+    pub arch: crate::arch::Arch,
     /// Unique name (used in JUnit and as a directory name).
     pub name: String,
     /// Kernel as the user named it.

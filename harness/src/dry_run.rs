@@ -23,13 +23,23 @@ pub struct KernelPlan {
 
 /// What resolving `spec` would do, from what the cache already holds.
 pub fn kernel(spec: &KernelSpec, mirror: Option<&str>, cache: &Cache) -> KernelPlan {
+    kernel_for(spec, crate::arch::Arch::X86_64, mirror, cache)
+}
+
+/// [`kernel`] for `arch` (Debian's kernel of its flavour).
+pub fn kernel_for(
+    spec: &KernelSpec,
+    arch: crate::arch::Arch,
+    mirror: Option<&str>,
+    cache: &Cache,
+) -> KernelPlan {
     match spec {
         KernelSpec::Path(p) => KernelPlan {
             image: p.clone(),
             version: None,
             would: vec![],
         },
-        KernelSpec::Debian(v) => debian(v, mirror, cache),
+        KernelSpec::Debian(v) => debian(v, arch, mirror, cache),
         KernelSpec::Source(name) => {
             let built = crate::kernel::build::cached_images(cache, name);
             let (image, would) = match built.first() {
@@ -102,7 +112,8 @@ pub fn definition_facts(spec: &KernelSpec) -> Result<(Option<String>, Option<Str
 
 /// `debian:X[.Y[.Z]]`: the newest cached package of that version, or the
 /// download that would find one.
-fn debian(v: &str, mirror: Option<&str>, cache: &Cache) -> KernelPlan {
+fn debian(v: &str, arch: crate::arch::Arch, mirror: Option<&str>, cache: &Cache) -> KernelPlan {
+    let flavour = arch.debian_flavour();
     let dir = cache.path("debian/kernels");
     let mirror = crate::kernel::debian::DebianMirror::discover(mirror)
         .map(|m| m.url().to_string())
@@ -117,21 +128,21 @@ fn debian(v: &str, mirror: Option<&str>, cache: &Cache) -> KernelPlan {
             let have: Vec<&str> = abi.split(['.', '+', '-']).collect();
             have.len() >= want.len() && have[..want.len()] == want[..]
         })
-        .filter(|abi| dir.join(abi).join("vmlinuz").is_file())
+        .filter(|abi| abi.ends_with(flavour) && dir.join(abi).join("vmlinuz").is_file())
         .max_by(|a, b| crate::kernel::apt::dpkg_version_cmp(a, b));
     match newest {
         Some(abi) => KernelPlan {
             image: dir.join(&abi).join("vmlinuz"),
             version: Some(v.to_string()),
             would: vec![format!(
-                "read the package index of {mirror} (cached for a while) for the newest {v} cloud-amd64 kernel: the cached {abi} unless the index names a newer one"
+                "read the package index of {mirror} (cached for a while) for the newest {v} {flavour} kernel: the cached {abi} unless the index names a newer one"
             )],
         },
         None => KernelPlan {
             image: dir.join(format!("<newest {v}>")).join("vmlinuz"),
             version: Some(v.to_string()),
             would: vec![format!(
-                "download the package index of {mirror} and the newest {v} cloud-amd64 kernel into {}",
+                "download the package index of {mirror} and the newest {v} {flavour} kernel into {}",
                 dir.display()
             )],
         },
@@ -153,12 +164,18 @@ pub fn guest_bins(cache: &Cache) -> (GuestBins, Option<String>) {
 
 /// QEMU as a run would find it, or its name when this host has none.
 pub fn qemu() -> (PathBuf, Option<String>) {
-    match crate::host::find_qemu() {
+    qemu_for(crate::arch::Arch::X86_64)
+}
+
+/// [`qemu`] of `arch`.
+pub fn qemu_for(arch: crate::arch::Arch) -> (PathBuf, Option<String>) {
+    match crate::host::find_qemu_for(arch) {
         Ok(q) => (q.path, None),
         Err(e) => (
-            PathBuf::from("qemu-system-x86_64"),
+            PathBuf::from(arch.qemu_binary()),
             Some(format!(
-                "QEMU is not usable here ({e}); the command names qemu-system-x86_64"
+                "QEMU is not usable here ({e}); the command names {}",
+                arch.qemu_binary()
             )),
         ),
     }

@@ -125,6 +125,7 @@ pub mod exit {
     /// programs it runs), with what each does.
     pub const ENVIRONMENT: &[(&str, &str)] = &[
         ("HARNESS_QEMU", "the qemu-system-x86_64 to run (default: the one on PATH)"),
+        ("HARNESS_QEMU_ARM64", "the qemu-system-aarch64 to run for --arch arm64 (default: the one on PATH)"),
         ("HARNESS_VIRTIOFSD", "the virtiofsd serving shares (default: found on PATH and in libexec)"),
         ("HARNESS_CACHE_DIR", "the cache of kernels, builds and guest binaries (default: ~/.cache/futex-harness)"),
         ("HARNESS_DEBIAN_MIRROR", "the Debian mirror for debian: kernels and sources (default: apt's configuration); --debian-mirror wins"),

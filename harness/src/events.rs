@@ -44,6 +44,8 @@ pub struct CellFacts {
     pub kernel: Option<KernelFacts>,
     /// The topology the VM has.
     pub topology: crate::topology::Topology,
+    /// The guest architecture.
+    pub arch: crate::arch::Arch,
 }
 
 /// Where a kernel's source came from and how its image was built, in the

@@ -10,11 +10,17 @@ use std::path::{Path, PathBuf};
 pub enum HostError {
     /// No QEMU binary.
     #[error(
-        "{binary} not found (set HARNESS_QEMU or install it: apt-get install qemu-system-x86)"
+        "{binary} not found (set {env} or install it: apt-get install {package}, or harness setup{setup_arch})"
     )]
     QemuMissing {
         /// What was looked for.
         binary: String,
+        /// The variable that names another binary.
+        env: &'static str,
+        /// The package that has it.
+        package: &'static str,
+        /// ` --arch arm64` where setup needs it.
+        setup_arch: &'static str,
     },
     /// QEMU did not answer `--version` sensibly.
     #[error("{path} --version failed or printed no version: {detail}")]
@@ -93,7 +99,23 @@ pub enum Kvm {
 
 /// Finds QEMU (`$HARNESS_QEMU`, else `qemu-system-x86_64` on `PATH`) and its version.
 pub fn find_qemu() -> Result<Qemu, HostError> {
-    let binary = std::env::var("HARNESS_QEMU").unwrap_or_else(|_| "qemu-system-x86_64".into());
+    find_qemu_for(crate::arch::Arch::X86_64)
+}
+
+/// The variable naming the QEMU binary of `arch` (`HARNESS_QEMU` for
+/// x86-64, as before there were two).
+pub fn qemu_env(arch: crate::arch::Arch) -> &'static str {
+    match arch {
+        crate::arch::Arch::X86_64 => "HARNESS_QEMU",
+        crate::arch::Arch::Arm64 => "HARNESS_QEMU_ARM64",
+    }
+}
+
+/// Finds the QEMU system emulator of `arch` (its variable, else
+/// [`crate::arch::Arch::qemu_binary`] on `PATH`) and its version.
+pub fn find_qemu_for(arch: crate::arch::Arch) -> Result<Qemu, HostError> {
+    let env = qemu_env(arch);
+    let binary = std::env::var(env).unwrap_or_else(|_| arch.qemu_binary().into());
     let path = if binary.contains('/') {
         Some(PathBuf::from(&binary)).filter(|p| p.is_file())
     } else {
@@ -105,6 +127,12 @@ pub fn find_qemu() -> Result<Qemu, HostError> {
     }
     .ok_or(HostError::QemuMissing {
         binary: binary.clone(),
+        env,
+        package: arch.qemu_package(),
+        setup_arch: match arch {
+            crate::arch::Arch::X86_64 => "",
+            crate::arch::Arch::Arm64 => " --arch arm64",
+        },
     })?;
     let out = std::process::Command::new(&path)
         .arg("--version")
@@ -180,6 +208,28 @@ fn probe_kvm_at(dev: &Path, modules: &Path) -> Kvm {
 
 /// Picks the accelerator; the note says why when `auto` fell back to TCG.
 pub fn choose_accel(choice: AccelChoice, kvm: &Kvm) -> Result<(Accel, Option<String>), HostError> {
+    choose_accel_for(choice, kvm, crate::arch::Arch::host_or_default())
+}
+
+/// [`choose_accel`] for a guest of `arch`: KVM runs only guests of the
+/// host's own architecture, so any other is TCG (or an error when KVM
+/// was asked for).
+pub fn choose_accel_for(
+    choice: AccelChoice,
+    kvm: &Kvm,
+    arch: crate::arch::Arch,
+) -> Result<(Accel, Option<String>), HostError> {
+    let foreign;
+    let kvm = match crate::arch::Arch::host() {
+        Some(h) if h == arch => kvm,
+        host => {
+            foreign = Kvm::Unusable(format!(
+                "KVM runs only guests of the host's architecture ({}), not {arch}",
+                host.map_or(std::env::consts::ARCH, |h| h.name())
+            ));
+            &foreign
+        }
+    };
     match (choice, kvm) {
         (AccelChoice::Tcg, _) => Ok((Accel::Tcg, None)),
         (AccelChoice::Kvm | AccelChoice::Auto, Kvm::Usable) => Ok((Accel::Kvm, None)),

@@ -31,15 +31,19 @@ pub type Progress = Box<dyn FnMut(crate::kernel::debian::Progress) + Send>;
 
 /// The host, opened once per command, and what it has resolved so far.
 pub struct Session {
-    /// The QEMU binary.
+    /// The QEMU binary of the host's architecture (x86-64 elsewhere).
     pub qemu: Arc<Qemu>,
+    /// The QEMU binaries of other architectures, found when first needed.
+    qemus: BTreeMap<crate::arch::Arch, Arc<Qemu>>,
     /// Whether KVM works here.
     pub kvm: Kvm,
     /// The static guest binaries, once built ([`Session::guest_bins`]).
     bins: Option<Arc<GuestBins>>,
+    /// Other architectures' guest binaries ([`Session::guest_bins_for`]).
+    arch_bins: BTreeMap<crate::arch::Arch, Arc<GuestBins>>,
     /// Debian mirror override (`--debian-mirror`).
     pub mirror: Option<String>,
-    kernels: BTreeMap<String, Result<ResolvedKernel, Arc<ResolveError>>>,
+    kernels: BTreeMap<(String, crate::arch::Arch), Result<ResolvedKernel, Arc<ResolveError>>>,
     kselftests: BTreeMap<(String, String), Result<Vec<SuiteTest>, String>>,
     supports: BTreeMap<String, KernelSupport>,
     daemon: Option<Result<PathBuf, String>>,
@@ -63,8 +67,10 @@ impl Session {
         let kvm = host::probe_kvm();
         Ok(Session {
             qemu: Arc::new(qemu),
+            qemus: BTreeMap::new(),
             kvm,
             bins: None,
+            arch_bins: BTreeMap::new(),
             mirror,
             kernels: BTreeMap::new(),
             kselftests: BTreeMap::new(),
@@ -87,6 +93,41 @@ impl Session {
         Ok(bins)
     }
 
+    /// The QEMU of `arch`: the session's own for the default
+    /// architecture, else found (and its version checked) once.
+    pub fn qemu_for(&mut self, arch: crate::arch::Arch) -> Result<Arc<Qemu>, host::HostError> {
+        if arch == crate::arch::Arch::X86_64 {
+            return Ok(self.qemu.clone());
+        }
+        if let Some(q) = self.qemus.get(&arch) {
+            return Ok(q.clone());
+        }
+        let q = Arc::new(host::find_qemu_for(arch)?);
+        self.qemus.insert(arch, q.clone());
+        Ok(q)
+    }
+
+    /// The guest binaries of `arch`, located once per session.
+    pub async fn guest_bins_for(
+        &mut self,
+        arch: crate::arch::Arch,
+        reporters: &mut Reporters,
+    ) -> Result<Arc<GuestBins>, Error> {
+        if arch == crate::arch::Arch::X86_64 {
+            return self.guest_bins(reporters).await;
+        }
+        if let Some(b) = self.arch_bins.get(&arch) {
+            return Ok(b.clone());
+        }
+        // SHIM until guestbin embeds other architectures' binaries.
+        let dir = std::env::var_os("HARNESS_GUEST_BIN_DIR_ARM64")
+            .ok_or_else(|| Error::infra(format!("no {arch} guest binaries")))?;
+        let bins = GuestBins::planned(dir.into());
+        let bins = Arc::new(bins);
+        self.arch_bins.insert(arch, bins.clone());
+        Ok(bins)
+    }
+
     /// The guest binaries if [`Session::guest_bins`] has built them.
     pub fn built_guest_bins(&self) -> Option<Arc<GuestBins>> {
         self.bins.clone()
@@ -106,6 +147,15 @@ impl Session {
         host::choose_accel(choice, &self.kvm)
     }
 
+    /// [`Session::accel`] for a guest of `arch` (KVM only for the host's).
+    pub fn accel_for(
+        &self,
+        choice: AccelChoice,
+        arch: crate::arch::Arch,
+    ) -> Result<(Accel, Option<String>), host::HostError> {
+        host::choose_accel_for(choice, &self.kvm, arch)
+    }
+
     /// The kernel `label` names, resolved once per session (Debian's
     /// package fetched and verified, a definition built, a file checked).
     pub async fn kernel(
@@ -115,20 +165,42 @@ impl Session {
         reporters: &mut Reporters,
         progress: Option<Progress>,
     ) -> Result<ResolvedKernel, Arc<ResolveError>> {
-        if let Some(r) = self.kernels.get(label) {
+        self.kernel_for(label, spec, crate::arch::Arch::X86_64, reporters, progress)
+            .await
+    }
+
+    /// [`Session::kernel`] for `arch` (Debian's kernel of that
+    /// architecture, a cross build, a file checked to be one).
+    pub async fn kernel_for(
+        &mut self,
+        label: &str,
+        spec: &KernelSpec,
+        arch: crate::arch::Arch,
+        reporters: &mut Reporters,
+        progress: Option<Progress>,
+    ) -> Result<ResolvedKernel, Arc<ResolveError>> {
+        let key = (label.to_string(), arch);
+        if let Some(r) = self.kernels.get(&key) {
             return r.clone();
         }
         let doing = match spec {
             KernelSpec::Tree(_) => "building",
             _ => "fetching",
         };
-        let _ = reporters.step(&format!("{doing} kernel {label}"));
+        let _ = reporters.step(&format!(
+            "{doing} kernel {label}{}",
+            match arch {
+                crate::arch::Arch::X86_64 => String::new(),
+                a => format!(" for {a}"),
+            }
+        ));
         let (spec, mirror) = (spec.clone(), self.mirror.clone());
         let r = reporters
             .blocking(move |say| {
                 let mut progress = progress;
                 crate::kernelspec::resolve(
                     &spec,
+                    arch,
                     mirror.as_deref(),
                     &mut |p| {
                         if let Some(f) = progress.as_mut() {
@@ -149,7 +221,7 @@ impl Session {
         if let Ok(k) = &r {
             let _ = reporters.step(&format!("kernel {} at {}", k.description, k.path.display()));
         }
-        self.kernels.insert(label.to_string(), r.clone());
+        self.kernels.insert(key, r.clone());
         r
     }
 
@@ -321,6 +393,36 @@ pub fn preboot_image(image: &Path, topology: &Topology) -> Result<Option<String>
     crate::kernel::preboot::check(image, nodes, topology.cpus()).map_err(Error::usage)
 }
 
+/// What an architecture other than x86-64 cannot do yet, refused before
+/// anything is downloaded, built or booted (a usage error naming the
+/// flag): kernels built here, the kernel's own selftests, shares, the
+/// interactive shell and gdb.
+pub fn check_arch(
+    arch: crate::arch::Arch,
+    kernel: &KernelSpec,
+    suite: &str,
+    shares: bool,
+    shell_or_gdb: bool,
+) -> Result<(), Error> {
+    if arch == crate::arch::Arch::X86_64 {
+        return Ok(());
+    }
+    let refuse = |what: &str| Err(Error::usage(format!("--arch {arch}: {what} x86-64 only so far")));
+    if matches!(kernel, KernelSpec::Source(_) | KernelSpec::Tree(_)) {
+        return refuse("kernels built from source (source:, tree:) are");
+    }
+    if suite::is_kselftest_suite(suite) {
+        return refuse("the kernel's own selftests (kselftest suites) are");
+    }
+    if shares {
+        return refuse("--share is");
+    }
+    if shell_or_gdb {
+        return refuse("--shell and --gdb are");
+    }
+    Ok(())
+}
+
 /// A kernel that could not be resolved, with its kind: the user's fault
 /// for an unknown version or definition or a file that is not a kernel,
 /// the host's otherwise.
@@ -415,6 +517,16 @@ pub fn cell_name(kernel_label: &str, topology: &Topology, suite: &str) -> String
     format!("{}/{topology}/{suite}", sanitize(kernel_label))
 }
 
+/// The kernel part of a cell name for `arch`: the label alone for
+/// x86-64 (names stay what they were), `<label>-<arch>` otherwise, so
+/// the same kernel on two architectures gives two cells.
+pub fn arch_label(label: &str, arch: crate::arch::Arch) -> String {
+    match arch {
+        crate::arch::Arch::X86_64 => label.to_string(),
+        a => format!("{label}-{a}"),
+    }
+}
+
 /// Everything a front door says about one cell.
 #[derive(Debug, Clone)]
 pub struct CellRequest {
@@ -438,6 +550,8 @@ pub struct CellRequest {
     pub topology_check: bool,
     /// Accelerator.
     pub accel: Accel,
+    /// The guest architecture (the kernel's and the guest binaries').
+    pub arch: crate::arch::Arch,
     /// TCG's vCPU threads (multi unless the front door says otherwise).
     pub tcg_thread: crate::qemu::TcgThread,
     /// Extra kernel command line words.
@@ -493,6 +607,7 @@ impl CellRequest {
             tests,
             topology_check: true,
             accel,
+            arch: crate::arch::Arch::X86_64,
             tcg_thread: Default::default(),
             cmdline: Vec::new(),
             watchdog: None,
@@ -603,6 +718,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
         facts: Some(Box::new(crate::events::CellFacts {
             kernel: req.kernel_facts,
             topology: req.topology.clone(),
+            arch: req.arch,
         })),
     };
     ReadyCell {
@@ -616,6 +732,7 @@ pub fn cell(index: usize, req: CellRequest) -> ReadyCell {
             suite_label: req.suite_label,
             tests,
             accel: req.accel,
+            arch: req.arch,
             tcg_thread: req.tcg_thread,
             cmdline_extra: req.cmdline,
             watchdog: req.watchdog,

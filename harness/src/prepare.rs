@@ -93,6 +93,8 @@ pub struct CellWant {
     pub expect: ExpectWant,
     /// The accelerator asked for.
     pub accel: AccelChoice,
+    /// The guest architecture.
+    pub arch: crate::arch::Arch,
     /// The shares.
     pub shares: ShareWant,
     /// Failures accepted in the cell.
@@ -194,16 +196,25 @@ impl Session {
         let mut notes = PrepareNotes::default();
         // The accelerator first: it costs nothing and a host without the
         // one asked for must not download a kernel first.
-        let (accel, note) = self.accel(want.accel).map_err(PrepareError::Accel)?;
+        let (accel, note) = self
+            .accel_for(want.accel, want.arch)
+            .map_err(PrepareError::Accel)?;
+        let qemu = self.qemu_for(want.arch).map_err(PrepareError::Accel)?;
         notes.accel.extend(note);
         if accel == crate::qemu::Accel::Tcg {
             notes
                 .accel
-                .extend(crate::host::tcg_note(&self.qemu).map(|n| format!("note: {n}")));
+                .extend(crate::host::tcg_note(&qemu).map(|n| format!("note: {n}")));
         }
         let progress = self.download_progress.map(|make| make());
         let resolved = self
-            .kernel(&want.kernel_label, &want.kernel, reporters, progress)
+            .kernel_for(
+                &want.kernel_label,
+                &want.kernel,
+                want.arch,
+                reporters,
+                progress,
+            )
             .await
             .map_err(|source| PrepareError::Kernel {
                 label: want.kernel_label.clone(),
@@ -251,7 +262,17 @@ impl Session {
             explicit,
             artifacts,
         } = want.shares;
-        let shares = if artifacts || !explicit.is_empty() {
+        let shares = if want.arch != crate::arch::Arch::X86_64 {
+            // virtiofs needs the kernel's modules and support decided from
+            // Debian's amd64 packages: other architectures run without.
+            if !explicit.is_empty() {
+                return Err(PrepareError::Shares(ShareError::Unavailable(format!(
+                    "shares are x86-64 only so far, not {}",
+                    want.arch
+                ))));
+            }
+            crate::share::ShareSetup::none()
+        } else if artifacts || !explicit.is_empty() {
             let (daemon, support) = self
                 .share_inputs(
                     true,
@@ -277,8 +298,17 @@ impl Session {
             accel,
             want.out_dir,
         );
-        if let Some(name) = want.name {
-            request.name = name;
+        request.arch = want.arch;
+        match want.name {
+            Some(name) => request.name = name,
+            None if want.arch != crate::arch::Arch::X86_64 => {
+                request.name = crate::planner::cell_name(
+                    &crate::planner::arch_label(&want.kernel_label, want.arch),
+                    &request.topology,
+                    &suite_label,
+                )
+            }
+            None => {}
         }
         if let Some(k) = want.kernel_name {
             request.kernel_name = k;

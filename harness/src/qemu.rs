@@ -2,6 +2,7 @@
 //! from one small function per concern (each returning `Vec<OsString>`), so
 //! the whole argv for a NUMA topology is snapshot-tested without a VM.
 
+use crate::arch::Arch;
 use crate::topology::Topology;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,8 @@ impl TcgThread {
 /// Everything the argv depends on.
 #[derive(Debug, Clone)]
 pub struct VmSpec {
+    /// The guest architecture (machine, CPU, console, results channel).
+    pub arch: Arch,
     /// Accelerator.
     pub accel: Accel,
     /// TCG's vCPU threads (ignored under KVM).
@@ -145,8 +148,18 @@ pub struct FsDevice {
 /// The kernel command line: console on ttyS0, panic reboots at once (QEMU
 /// exits because of `-no-reboot`), our init from the initramfs.
 pub fn kernel_cmdline(extra: &[String]) -> String {
+    kernel_cmdline_for(Arch::X86_64, extra)
+}
+
+/// [`kernel_cmdline`] for `arch`: the console on its first UART (`ttyS0`,
+/// arm64's PL011 `ttyAMA0`).
+pub fn kernel_cmdline_for(arch: Arch, extra: &[String]) -> String {
+    let console = match arch {
+        Arch::X86_64 => "console=ttyS0,115200",
+        Arch::Arm64 => "console=ttyAMA0",
+    };
     let mut words = vec![
-        "console=ttyS0,115200",
+        console,
         "panic=-1",
         "rdinit=/init",
         "printk.time=1",
@@ -168,6 +181,12 @@ fn os(parts: &[&str]) -> Vec<OsString> {
 
 /// No default devices, no display, no network; QEMU exits on guest reboot.
 pub fn base_args() -> Vec<OsString> {
+    base_args_for(Arch::X86_64)
+}
+
+/// [`base_args`] with `arch`'s machine: `pc`, or `virt` with GICv3 (up
+/// to 512 vCPUs, where GICv2 stops at 8).
+pub fn base_args_for(arch: Arch) -> Vec<OsString> {
     os(&[
         "-nodefaults",
         "-no-user-config",
@@ -175,7 +194,10 @@ pub fn base_args() -> Vec<OsString> {
         "none",
         "-no-reboot",
         "-machine",
-        "pc",
+        match arch {
+            Arch::X86_64 => "pc",
+            Arch::Arm64 => "virt,gic-version=3",
+        },
     ])
 }
 
@@ -184,6 +206,26 @@ pub fn base_args() -> Vec<OsString> {
 /// double-fault Debian's 6.12 kernel; QEMU >= 8 is recommended anyway, see
 /// README).
 pub fn accel_args(accel: Accel, thread: TcgThread) -> Vec<OsString> {
+    accel_args_for(Arch::X86_64, accel, thread)
+}
+
+/// [`accel_args`] for `arch`. arm64 under TCG: `max` with QEMU's own
+/// pointer-authentication algorithm (`pauth-impdef=on`: the architected
+/// QARMA5 costs TCG a large share of its time on every signed return,
+/// and the guest cannot tell them apart).
+pub fn accel_args_for(arch: Arch, accel: Accel, thread: TcgThread) -> Vec<OsString> {
+    if arch == Arch::Arm64 {
+        return match (accel, thread) {
+            (Accel::Kvm, _) => os(&["-accel", "kvm", "-cpu", "host"]),
+            (Accel::Tcg, TcgThread::Multi) => os(&["-accel", "tcg", "-cpu", "max,pauth-impdef=on"]),
+            (Accel::Tcg, TcgThread::Single) => os(&[
+                "-accel",
+                "tcg,thread=single",
+                "-cpu",
+                "max,pauth-impdef=on",
+            ]),
+        };
+    }
     match (accel, thread) {
         (Accel::Kvm, _) => os(&["-accel", "kvm", "-cpu", "host"]),
         // QEMU's default is multi: said only when it is not.
@@ -333,6 +375,64 @@ pub fn qmp_args(qmp: &Path) -> Vec<OsString> {
     ]
 }
 
+/// The results channel of a `virt` machine, which has one UART (the
+/// console): a virtio console (`/dev/hvc0` in the guest) on the harness's
+/// listening socket, as x86's second serial port is.
+pub fn virtio_results_args(results: OsString) -> Vec<OsString> {
+    vec![
+        "-device".into(),
+        "virtio-serial-pci".into(),
+        "-chardev".into(),
+        results,
+        "-device".into(),
+        "virtconsole,chardev=results".into(),
+    ]
+}
+
+/// The console and results channel of `arch` (see [`serial_args`]).
+pub fn channel_args(arch: Arch, console: &Path, results: &Path) -> Vec<OsString> {
+    match arch {
+        Arch::X86_64 => serial_args(console, results),
+        Arch::Arm64 => [
+            vec![
+                "-chardev".into(),
+                socket_chardev("console", console),
+                "-serial".into(),
+                "chardev:console".into(),
+            ],
+            virtio_results_args(socket_chardev("results", results)),
+        ]
+        .concat(),
+    }
+}
+
+/// [`serial_args_by_hand`] for `arch`.
+pub fn channel_args_by_hand(arch: Arch, results: &Path) -> Vec<OsString> {
+    match arch {
+        Arch::X86_64 => serial_args_by_hand(results),
+        Arch::Arm64 => {
+            let mut file = OsString::from("file,id=results,path=");
+            file.push(results.to_string_lossy().replace(',', ",,"));
+            [
+                vec!["-serial".into(), "stdio".into()],
+                virtio_results_args(file),
+            ]
+            .concat()
+        }
+    }
+}
+
+/// The devices of `arch` that end QEMU and report panics: x86's
+/// [`device_args`]; none on arm64, whose guest ends the VM by PSCI
+/// (its status on the console, `guest_tests::plan::GUEST_EXIT_MARK`) and
+/// whose panics the console shows (Debian's arm64 kernel has no pvpanic).
+pub fn device_args_for(arch: Arch) -> Vec<OsString> {
+    match arch {
+        Arch::X86_64 => device_args(),
+        Arch::Arm64 => Vec::new(),
+    }
+}
+
 /// isa-debug-exit (guest-init ends QEMU with a status) and pvpanic (a
 /// panic is reported as QMP `GUEST_PANICKED`).
 pub fn device_args() -> Vec<OsString> {
@@ -386,6 +486,12 @@ pub fn tcg_clock_cmdline(accel: Accel) -> Option<&'static str> {
     (accel == Accel::Tcg).then_some("tsc=reliable")
 }
 
+/// [`tcg_clock_cmdline`] where there is a TSC (x86-64; arm64's generic
+/// timer is one per machine already).
+pub fn tcg_clock_cmdline_for(arch: Arch, accel: Accel) -> Option<&'static str> {
+    tcg_clock_cmdline(accel).filter(|_| arch == Arch::X86_64)
+}
+
 /// The shell's serial port ttyS2 (the interactive shell of `--shell`),
 /// on the harness's listening socket like the other two.
 pub fn shell_args(shell: &Path) -> Vec<OsString> {
@@ -410,7 +516,7 @@ pub fn gdb_args(gdb: &GdbStub) -> Vec<OsString> {
 /// clock and share words, and `nokaslr` under gdb (symbols of `vmlinux`
 /// then match the running kernel's addresses).
 pub fn cmdline_words(spec: &VmSpec) -> Vec<String> {
-    tcg_clock_cmdline(spec.accel)
+    tcg_clock_cmdline_for(spec.arch, spec.accel)
         .into_iter()
         .chain(tcg_share_cmdline(spec.accel, !spec.shares.is_empty()))
         .chain(spec.extras.gdb.as_ref().map(|_| "nokaslr"))
@@ -423,14 +529,18 @@ pub fn cmdline_words(spec: &VmSpec) -> Vec<String> {
 pub fn argv(spec: &VmSpec) -> Vec<OsString> {
     let extra = cmdline_words(spec);
     [
-        base_args(),
-        accel_args(spec.accel, spec.tcg_thread),
+        base_args_for(spec.arch),
+        accel_args_for(spec.arch, spec.accel, spec.tcg_thread),
         smp_mem_args(&spec.topology),
         numa_args_shared(&spec.topology, !spec.shares.is_empty()),
-        kernel_args(&spec.kernel, &spec.initrd, &kernel_cmdline(&extra)),
-        serial_args(&spec.console_socket, &spec.results_socket),
+        kernel_args(
+            &spec.kernel,
+            &spec.initrd,
+            &kernel_cmdline_for(spec.arch, &extra),
+        ),
+        channel_args(spec.arch, &spec.console_socket, &spec.results_socket),
         qmp_args(&spec.qmp_socket),
-        device_args(),
+        device_args_for(spec.arch),
         share_args(&spec.shares),
         spec.extras
             .shell_socket
@@ -450,13 +560,17 @@ pub fn argv(spec: &VmSpec) -> Vec<OsString> {
 pub fn argv_by_hand(spec: &VmSpec, results: &Path) -> Vec<OsString> {
     let extra = cmdline_words(spec);
     [
-        base_args(),
-        accel_args(spec.accel, spec.tcg_thread),
+        base_args_for(spec.arch),
+        accel_args_for(spec.arch, spec.accel, spec.tcg_thread),
         smp_mem_args(&spec.topology),
         numa_args_shared(&spec.topology, false),
-        kernel_args(&spec.kernel, &spec.initrd, &kernel_cmdline(&extra)),
-        serial_args_by_hand(results),
-        device_args(),
+        kernel_args(
+            &spec.kernel,
+            &spec.initrd,
+            &kernel_cmdline_for(spec.arch, &extra),
+        ),
+        channel_args_by_hand(spec.arch, results),
+        device_args_for(spec.arch),
         spec.extras.gdb.as_ref().map(gdb_args).unwrap_or_default(),
         spec.extras.qemu_args.clone(),
     ]

@@ -14,7 +14,8 @@ use crate::planner::{keep_case, PlannedCell, ReadyCell, Session};
 use crate::reporter::Reporters;
 use crate::result::CellResult;
 use crate::shared_boot::BootGroup;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
@@ -256,7 +257,23 @@ pub async fn run(
     cancel: &CancellationToken,
     reporters: &mut Reporters,
 ) -> Result<Vec<CellOutcome>, Error> {
-    let bins = session.guest_bins(reporters).await?;
+    // Each architecture's QEMU and guest binaries, found before any cell
+    // starts (the host's are always there; others only when a cell needs them).
+    let mut machines: BTreeMap<
+        crate::arch::Arch,
+        (Arc<crate::host::Qemu>, Arc<crate::guestbin::GuestBins>),
+    > = BTreeMap::new();
+    let host_bins = session.guest_bins(reporters).await?;
+    machines.insert(crate::arch::Arch::X86_64, (session.qemu.clone(), host_bins));
+    for c in &cells {
+        if let PlannedCell::Ready(r) = c {
+            if !machines.contains_key(&r.spec.arch) {
+                let qemu = session.qemu_for(r.spec.arch).map_err(Error::infra)?;
+                let bins = session.guest_bins_for(r.spec.arch, reporters).await?;
+                machines.insert(r.spec.arch, (qemu, bins));
+            }
+        }
+    }
     reporters.send(&Event::RunStarted {
         cells: cells.iter().map(|c| c.meta().clone()).collect(),
         host: session.host_facts(),
@@ -340,7 +357,8 @@ pub async fn run(
                     name: cells[m].meta().name.clone(),
                 })?;
             }
-            let (qemu, bins, cancel) = (session.qemu.clone(), bins.clone(), cancel.clone());
+            let (qemu, bins) = machines[&host.spec.arch].clone();
+            let cancel = cancel.clone();
             let live = crate::vm::LiveTap {
                 index: i,
                 tx: live_tx.clone(),

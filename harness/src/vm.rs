@@ -594,7 +594,7 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         Stop::Watchdog => VmEnd::Watchdog(req.watchdog),
         Stop::Wedged(w) => VmEnd::Wedged(w),
         _ if qmp_panicked || console_panicked => VmEnd::KernelPanic,
-        _ => match code.and_then(GuestExit::from_qemu_status) {
+        _ => match guest_exit(spec.arch, code, &console) {
             Some(GuestExit::Finished) => VmEnd::Finished,
             Some(GuestExit::BadPlan) => {
                 VmEnd::InitError("guest-init could not read the run plan".into())
@@ -621,6 +621,18 @@ pub async fn run(req: &VmRequest, cancel: &CancellationToken) -> Result<VmOutput
         results_at,
         dump,
     })
+}
+
+/// guest-init's status: QEMU's exit status on x86 (`isa-debug-exit`);
+/// on arm64, where a PSCI poweroff makes QEMU exit 0, the last
+/// `GUEST_EXIT_MARK` record of the console.
+fn guest_exit(arch: crate::arch::Arch, code: Option<i32>, console: &[u8]) -> Option<GuestExit> {
+    match arch {
+        crate::arch::Arch::X86_64 => code.and_then(GuestExit::from_qemu_status),
+        crate::arch::Arch::Arm64 => (code == Some(0))
+            .then(|| GuestExit::from_console(console))
+            .flatten(),
+    }
 }
 
 async fn kill_and_reap(

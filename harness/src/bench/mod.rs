@@ -305,6 +305,7 @@ pub async fn run(
                 extra_tests: Vec::new(),
                 expect: crate::prepare::ExpectWant::Given(expect),
                 accel: a.accel,
+                arch: crate::arch::Arch::X86_64,
                 shares: Default::default(),
                 known_failures: Vec::new(),
                 out_dir,

@@ -394,6 +394,7 @@ pub(super) fn step_expectations(
         description: String::new(),
         expect,
         origin: crate::kernelspec::KernelOrigin::Source,
+        arch: crate::arch::Arch::X86_64,
     }
     .expectations(None)
     .ok()
@@ -452,6 +453,7 @@ pub(super) fn step_want(
         extra_tests: Vec::new(),
         expect: ExpectWant::Given(expect),
         accel: crate::host::AccelChoice::Auto,
+        arch: crate::arch::Arch::X86_64,
         shares: ShareWant::default(),
         known_failures: Vec::new(),
         out_dir,

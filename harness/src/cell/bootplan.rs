@@ -78,8 +78,11 @@ pub fn vm_spec(
     attempt: u32,
     shares: Vec<FsDevice>,
 ) -> VmSpec {
-    // Its PVH ELF where it has one: no decompression in the guest.
-    let kernel = crate::kernel::pvh::boot_image(&spec.kernel_image);
+    // Its PVH ELF where it has one: no decompression in the guest (x86).
+    let kernel = match spec.arch {
+        crate::arch::Arch::X86_64 => crate::kernel::pvh::boot_image(&spec.kernel_image),
+        _ => spec.kernel_image.clone(),
+    };
     vm_spec_booting(spec, kernel, accel, initrd, dir, attempt, shares)
 }
 
@@ -104,12 +107,13 @@ fn vm_spec_booting(
         .collect();
     // Under TCG, the host's TSC rate: a guest descheduled while it
     // calibrates its own can get it wrong by far (kernel::tsc).
-    if accel == Accel::Tcg {
+    if accel == Accel::Tcg && spec.arch == crate::arch::Arch::X86_64 {
         cmdline.extend(crate::kernel::tsc::cmdline_word());
     }
     cmdline.extend(crate::debug::cmdline_words(&spec.debug));
     cmdline.extend(spec.cmdline_extra.iter().cloned());
     VmSpec {
+        arch: spec.arch,
         accel,
         tcg_thread: spec.tcg_thread,
         topology: spec.topology.clone(),
@@ -204,7 +208,7 @@ pub fn describe(spec: &CellSpec, guest: &Guest, qemu: &Path, vm: &VmSpec) -> Str
     let _ = writeln!(
         s,
         "kernel command line: {}",
-        crate::qemu::kernel_cmdline(&words)
+        crate::qemu::kernel_cmdline_for(vm.arch, &words)
     );
     let _ = writeln!(s, "qemu: {}", argv_line(qemu, vm));
     s
@@ -308,6 +312,7 @@ mod tests {
 
     fn spec() -> CellSpec {
         CellSpec {
+            arch: crate::arch::Arch::X86_64,
             name: "debian-7.3.4/nodes=2/smoke".into(),
             kernel_label: "debian:7.3.4".into(),
             kernel_image: "/cache/vmlinuz".into(),

@@ -24,7 +24,8 @@ pub use super::archive::{
 use super::cache::{Cache, WriteError};
 pub use super::deb::{extract_file, DebError};
 
-/// The kernel flavour used (boots fastest, has what the suites need built in).
+/// The x86-64 kernel flavour used (boots fastest, has what the suites need
+/// built in); each architecture's is [`crate::arch::Arch::debian_flavour`].
 pub const FLAVOUR: &str = "cloud-amd64";
 
 /// Renders versions compactly, grouping patch levels by `major.minor`:
@@ -99,7 +100,7 @@ impl DebianKernel {
 /// A kernel image in the cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelImage {
-    /// The cached vmlinuz (a bzImage).
+    /// The cached vmlinuz (an x86 bzImage, an arm64 `Image`).
     pub path: PathBuf,
     /// Upstream version, `7.3.4`.
     pub version: String,
@@ -112,8 +113,8 @@ pub struct KernelImage {
 }
 
 /// Splits a kernel package name into (abi, preference rank); lower rank is
-/// preferred. `None` for packages that do not carry a `FLAVOUR` vmlinuz.
-fn parse_kernel_package(name: &str) -> Option<(&str, u8)> {
+/// preferred. `None` for packages that do not carry a `flavour` vmlinuz.
+fn parse_kernel_package<'a>(name: &'a str, flavour: &str) -> Option<(&'a str, u8)> {
     let (rest, rank) = if let Some(r) = name.strip_prefix("linux-binary-") {
         (r, 0)
     } else if let Some(r) = name.strip_prefix("linux-image-") {
@@ -124,7 +125,7 @@ fn parse_kernel_package(name: &str) -> Option<(&str, u8)> {
     } else {
         return None;
     };
-    let base = rest.strip_suffix(FLAVOUR)?.strip_suffix('-')?;
+    let base = rest.strip_suffix(flavour)?.strip_suffix('-')?;
     base.starts_with(|c: char| c.is_ascii_digit())
         .then_some((rest, rank))
 }
@@ -138,9 +139,18 @@ pub fn upstream_of_abi(abi: &str) -> &str {
 /// package that holds the vmlinuz (`linux-binary` over `linux-image` over
 /// `linux-image-...-unsigned`; within a package the highest version).
 pub fn kernels_from_index(suite: &str, entries: &[PackageEntry]) -> Vec<DebianKernel> {
+    kernels_of_flavour(suite, entries, FLAVOUR)
+}
+
+/// [`kernels_from_index`] for another flavour (`cloud-arm64`).
+pub fn kernels_of_flavour(
+    suite: &str,
+    entries: &[PackageEntry],
+    flavour: &str,
+) -> Vec<DebianKernel> {
     let mut best: BTreeMap<&str, (u8, &PackageEntry)> = BTreeMap::new();
     for e in entries {
-        let Some((abi, rank)) = parse_kernel_package(&e.package) else {
+        let Some((abi, rank)) = parse_kernel_package(&e.package, flavour) else {
             continue;
         };
         let better = match best.get(abi) {
@@ -181,6 +191,15 @@ pub fn select_kernel<'a>(
     kernels: &'a [DebianKernel],
     asked: &str,
 ) -> Result<&'a DebianKernel, DebianError> {
+    select_of_flavour(kernels, asked, FLAVOUR)
+}
+
+/// [`select_kernel`] among kernels of another flavour (`cloud-arm64`).
+pub fn select_of_flavour<'a>(
+    kernels: &'a [DebianKernel],
+    asked: &str,
+    flavour: &'static str,
+) -> Result<&'a DebianKernel, DebianError> {
     let q = asked.trim();
     let q = q.strip_prefix("debian:").unwrap_or(q);
     let found = if q.contains(['+', '-']) {
@@ -191,7 +210,7 @@ pub fn select_kernel<'a>(
                     || k.abi
                         .strip_prefix(q)
                         .and_then(|rest| rest.strip_prefix('-'))
-                        .is_some_and(|rest| rest == FLAVOUR)
+                        .is_some_and(|rest| rest == flavour)
             })
             .max_by(|a, b| a.cmp_version(b))
     } else {
@@ -209,6 +228,7 @@ pub fn select_kernel<'a>(
         available.sort_by(|a, b| apt::dpkg_version_cmp(a, b));
         available.dedup();
         DebianError::UnknownVersion {
+            flavour,
             asked: asked.to_string(),
             available,
         }
@@ -216,7 +236,8 @@ pub fn select_kernel<'a>(
 }
 
 impl DebianMirror {
-    /// Every `cloud-amd64` kernel in the configured suites, ascending by
+    /// Every `cloud-<arch>` kernel of the mirror's architecture in the
+    /// configured suites, ascending by
     /// version. A suite that fails to load is skipped with a warning; if all
     /// fail, the error says why for each.
     pub fn available_kernels(&self, cache: &Cache) -> Result<Vec<DebianKernel>, DebianError> {
@@ -231,7 +252,7 @@ impl DebianMirror {
     ) -> Result<Vec<DebianKernel>, DebianError> {
         let mut out: Vec<DebianKernel> = Vec::new();
         for (suite, entries) in self.load_indexes(cache, progress)? {
-            for k in kernels_from_index(&suite, &entries) {
+            for k in kernels_of_flavour(&suite, &entries, self.arch().debian_flavour()) {
                 // Same ABI in several suites: the earlier suite wins.
                 if !out.iter().any(|o| o.abi == k.abi) {
                     out.push(k);
@@ -257,7 +278,7 @@ impl DebianMirror {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<KernelImage, DebianError> {
         let kernels = self.available_kernels_with_progress(cache, progress)?;
-        let k = select_kernel(&kernels, version)?.clone();
+        let k = select_of_flavour(&kernels, version, self.arch().debian_flavour())?.clone();
         let rel = format!("debian/kernels/{}/vmlinuz", k.abi);
         let image = KernelImage {
             path: cache.path(&rel),

@@ -135,6 +135,7 @@ mod tests {
             description: String::new(),
             expect: expect.map(String::from),
             origin: KernelOrigin::Path,
+            arch: crate::arch::Arch::X86_64,
         };
         assert_eq!(k(None, None).expectations(None), Ok(None));
         let imm = k(Some("7.3"), Some("immutable=1"));
@@ -295,6 +296,8 @@ pub struct ResolvedKernel {
     /// Where the image came from, with what later steps need to know about
     /// it (a Debian kernel's ABI) without fetching it again.
     pub origin: KernelOrigin,
+    /// The architecture the image boots on.
+    pub arch: crate::arch::Arch,
 }
 
 /// Where a [`ResolvedKernel`]'s image came from.
@@ -371,6 +374,26 @@ pub enum ResolveError {
     /// The build produced no image.
     #[error("kernel source:{0}: the build produced no image")]
     NoImage(String),
+    /// The image is for another architecture than the one asked for.
+    #[error("kernel image {}: an {found} image, but --arch is {asked}", path.display())]
+    WrongArch {
+        /// The image.
+        path: PathBuf,
+        /// What its header says.
+        found: crate::arch::Arch,
+        /// What was asked for.
+        asked: crate::arch::Arch,
+    },
+    /// Something this kind of kernel cannot do yet on an architecture.
+    #[error("kernel {spec}: not available for {arch}: {why}")]
+    NotForArch {
+        /// The kernel as written.
+        spec: String,
+        /// The architecture.
+        arch: crate::arch::Arch,
+        /// Why.
+        why: String,
+    },
     /// The file is not a bootable x86 bzImage (garbage, truncated).
     #[error("kernel image {}: {why}", path.display())]
     BadImage {
@@ -390,12 +413,55 @@ impl ResolveError {
             _ => matches!(
                 self,
                 ResolveError::BadImage { .. }
+                    | ResolveError::WrongArch { .. }
+                    | ResolveError::NotForArch { .. }
                     | ResolveError::Definition(_)
                     | ResolveError::Debian(
                         crate::kernel::debian::DebianError::UnknownVersion { .. }
                     )
             ),
         }
+    }
+}
+
+/// Checks a `path:` image for `arch`: an x86 bzImage ([`check_bzimage`])
+/// or an arm64 `Image` (its header magic; QEMU also boots a gzip one),
+/// and an image of the other architecture is named as such.
+fn check_image(path: &std::path::Path, arch: crate::arch::Arch) -> Result<(), ResolveError> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(0x210).read_to_end(&mut head);
+    }
+    match crate::arch::Arch::of_kernel_image(&head) {
+        Some(found) if found != arch => {
+            return Err(ResolveError::WrongArch {
+                path: path.into(),
+                found,
+                asked: arch,
+            })
+        }
+        _ => {}
+    }
+    let bad = |why: String| ResolveError::BadImage {
+        path: path.into(),
+        why,
+    };
+    match arch {
+        crate::arch::Arch::X86_64 => check_bzimage(path).map_err(bad),
+        crate::arch::Arch::Arm64 if head.starts_with(&[0x1f, 0x8b]) => Ok(()),
+        crate::arch::Arch::Arm64 if head.len() < 0x40 => Err(bad(format!(
+            "only {} bytes: too short for an arm64 Image",
+            head.len()
+        ))),
+        crate::arch::Arch::Arm64 => match crate::arch::Arch::of_kernel_image(&head) {
+            Some(_) => Ok(()),
+            None => Err(bad(
+                "not an arm64 Image (no `ARM\\x64` magic at 0x38); pass \
+                 arch/arm64/boot/Image (or Image.gz), not vmlinux or another file"
+                    .into(),
+            )),
+        },
     }
 }
 
@@ -470,6 +536,7 @@ pub fn image_release(path: &std::path::Path) -> Option<String> {
 /// `say`.
 pub fn resolve(
     spec: &KernelSpec,
+    arch: crate::arch::Arch,
     mirror: Option<&str>,
     progress: &mut dyn FnMut(crate::kernel::debian::Progress),
     say: &(dyn Fn(&str) + Sync),
@@ -477,16 +544,24 @@ pub fn resolve(
     use crate::kernel::{build, cache::Cache, debian::DebianMirror, definition, tree};
     match spec {
         KernelSpec::Path(p) => {
-            check_bzimage(p).map_err(|why| ResolveError::BadImage {
-                path: p.clone(),
-                why,
-            })?;
+            check_image(p, arch)?;
             Ok(ResolvedKernel {
+                arch,
                 path: p.clone(),
                 version: None,
                 description: format!("local image {}", p.display()),
                 expect: None,
                 origin: KernelOrigin::Path,
+            })
+        }
+        KernelSpec::Source(_) | KernelSpec::Tree(_) if arch != crate::arch::Arch::X86_64 => {
+            Err(ResolveError::NotForArch {
+                spec: match spec {
+                    KernelSpec::Source(n) => format!("source:{n}"),
+                    _ => "tree:".into(),
+                },
+                arch,
+                why: "kernels built from source are x86-64 only so far".into(),
             })
         }
         KernelSpec::Source(name) => {
@@ -504,6 +579,7 @@ pub fn resolve(
                 .image
                 .ok_or_else(|| ResolveError::NoImage(name.clone()))?;
             Ok(ResolvedKernel {
+                arch,
                 description: format!(
                     "source:{name} {} ({} in {:.2} s)",
                     built.key,
@@ -530,6 +606,7 @@ pub fn resolve(
                 say,
             )?;
             Ok(ResolvedKernel {
+                arch,
                 path: built.image,
                 version: built.version,
                 description: built.description,
@@ -539,8 +616,11 @@ pub fn resolve(
         }
         KernelSpec::Debian(v) => {
             let cache = Cache::from_env()?;
-            let image = DebianMirror::discover(mirror)?.fetch_with_progress(v, &cache, progress)?;
+            let image = DebianMirror::discover(mirror)?
+                .with_arch(arch)
+                .fetch_with_progress(v, &cache, progress)?;
             Ok(ResolvedKernel {
+                arch,
                 description: format!("{} ({}, {})", image.abi, image.package, image.suite),
                 path: image.path,
                 version: Some(image.version),

@@ -205,6 +205,7 @@ mod tests {
             description: String::new(),
             expect: None,
             origin,
+            arch: crate::arch::Arch::X86_64,
         };
         assert!(matches!(
             support(&kernel(KernelOrigin::Path), None),

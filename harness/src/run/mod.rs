@@ -48,7 +48,11 @@ impl RunArgs {
     /// not parse: the run refuses it).
     pub fn cell_dir(&self) -> Option<PathBuf> {
         let topology = Topology::parse_spec(&self.topology).ok()?;
-        let name = crate::planner::cell_name(&self.kernel, &topology, &self.suite);
+        let name = crate::planner::cell_name(
+            &crate::planner::arch_label(&self.kernel, self.arch),
+            &topology,
+            &self.suite,
+        );
         Some(self.out.join(name.replace('/', "_")))
     }
 
@@ -77,9 +81,16 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
             .map_err(|e| Error::usage(format!("--kernel-config {e}")))?;
     }
     crate::planner::check_kernel(&kernel)?;
+    crate::planner::check_arch(
+        args.arch,
+        &kernel,
+        &args.suite,
+        !args.shares.is_empty(),
+        args.debug.shell.is_some() || args.debug.gdb.is_some(),
+    )?;
     // A `path:` image is checked against the topology before anything
     // else (the note, when it has no config, is said once it is prepared).
-    if let KernelSpec::Path(p) = &kernel {
+    if let (KernelSpec::Path(p), crate::arch::Arch::X86_64) = (&kernel, args.arch) {
         crate::planner::preboot_image(p, &topology)?;
     }
     crate::planner::check_suite(&args.suite)?;
@@ -127,7 +138,11 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
     let t0 = std::time::Instant::now();
     let mut session = Session::open(args.debian_mirror.clone(), reporters).await?;
     session.download_progress = door.download_progress;
-    let name = crate::planner::cell_name(&args.kernel, &topology, &args.suite);
+    let name = crate::planner::cell_name(
+        &crate::planner::arch_label(&args.kernel, args.arch),
+        &topology,
+        &args.suite,
+    );
     let want = crate::prepare::CellWant {
         name: None,
         kernel_label: args.kernel.clone(),
@@ -142,6 +157,7 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
         extra_tests: user_tests,
         expect: crate::prepare::ExpectWant::FromKernel(args.expect.clone()),
         accel: args.accel,
+        arch: args.arch,
         shares: crate::prepare::ShareWant {
             explicit: explicit_shares,
             artifacts: !args.no_artifacts,
@@ -214,10 +230,11 @@ fn dry_run(
 ) -> Result<Done, Error> {
     use crate::dry_run;
     let cache = crate::kernel::cache::Cache::from_env().map_err(Error::infra)?;
-    let k = dry_run::kernel(kernel, args.debian_mirror.as_deref(), &cache);
+    let k = dry_run::kernel_for(kernel, args.arch, args.debian_mirror.as_deref(), &cache);
     let mut would = k.would.clone();
-    let (qemu, qemu_note) = dry_run::qemu();
-    let (accel, _) = host::choose_accel(args.accel, &host::probe_kvm()).map_err(Error::infra)?;
+    let (qemu, qemu_note) = dry_run::qemu_for(args.arch);
+    let (accel, _) = host::choose_accel_for(args.accel, &host::probe_kvm(), args.arch)
+        .map_err(Error::infra)?;
     // The expectations a run would give: the version's row, the
     // definition's, --expect over them.
     let (def_version, def_expect) = dry_run::definition_facts(kernel).map_err(Error::usage)?;
@@ -227,6 +244,7 @@ fn dry_run(
         description: String::new(),
         expect: def_expect,
         origin: crate::kernelspec::KernelOrigin::Path,
+        arch: args.arch,
     }
     .expectations(args.expect.as_deref())
     .map_err(|e| Error::usage(format!("--expect: {e}")))?;
@@ -252,7 +270,11 @@ fn dry_run(
             tests.push(crate::debug::exec_test(i + 1, cmd, busybox, timeout));
         }
     }
-    let name = crate::planner::cell_name(&args.kernel, &topology, &args.suite);
+    let name = crate::planner::cell_name(
+        &crate::planner::arch_label(&args.kernel, args.arch),
+        &topology,
+        &args.suite,
+    );
     let mut req = CellRequest::new(
         &args.kernel,
         k.image.clone(),
@@ -264,6 +286,8 @@ fn dry_run(
         args.out.join(name.replace('/', "_")),
     );
     req.expect = expect;
+    req.arch = args.arch;
+    req.name = name;
     settings(args, &mut req, repeat, guest_env);
     let out_dir = req.out_dir.clone();
     req.topology_check &= debug.shell != Some(crate::debug::ShellMode::Only);

@@ -8,7 +8,7 @@ use super::MIRROR_ENV;
 use crate::kernel::cache::CacheError;
 use crate::kernel::deb::DebError;
 // Only for the two kernel-selection variants' messages.
-use crate::kernel::debian::{compact_versions, FLAVOUR};
+use crate::kernel::debian::compact_versions;
 
 /// Errors of Debian kernel discovery and download.
 #[derive(Debug, thiserror::Error)]
@@ -116,10 +116,12 @@ pub enum DebianError {
     },
     /// No kernel matches the version asked for.
     #[error(
-        "no Debian {FLAVOUR} kernel matches {asked:?}; available: {}",
+        "no Debian {flavour} kernel matches {asked:?}; available: {}",
         compact_versions(available)
     )]
     UnknownVersion {
+        /// The flavour searched (`cloud-amd64`, `cloud-arm64`).
+        flavour: &'static str,
         /// What was asked for.
         asked: String,
         /// The upstream versions that exist, ascending.

@@ -7,12 +7,36 @@ use std::io::{self, BufReader};
 
 use super::apt::{self, IndexFile, PackageEntry};
 use super::http::{check_sum, ProgressReader};
-use super::{read_file, suite_dir, DebianError, DebianMirror, Progress, ARCH};
+use super::{read_file, suite_dir, DebianError, DebianMirror, Progress};
+use crate::arch::Arch;
 use crate::kernel::cache::{sha256_hex, Cache, HashingReader};
 
 /// The stanzas an index keeps: `linux-*` (kernels, their modules, their
 /// sources), so memory and the cached JSON stay small.
 const KEPT_PREFIX: &str = "linux-";
+
+/// The start of a kept index's file name: x86-64's keeps the name it had
+/// before there were two architectures (its cached indexes stay valid),
+/// any other's names its Debian architecture.
+fn index_stem(arch: Arch) -> String {
+    match arch {
+        Arch::X86_64 => KEPT_PREFIX.to_string(),
+        a => format!("{KEPT_PREFIX}{}-", a.debian()),
+    }
+}
+
+/// Whose kept index a file of the suite's directory is (so refreshing one
+/// architecture's index never removes another's).
+fn index_arch(name: &str) -> Option<Arch> {
+    let rest = name.strip_prefix(KEPT_PREFIX)?;
+    Some(
+        crate::arch::ALL
+            .into_iter()
+            .filter(|a| *a != Arch::X86_64)
+            .find(|a| rest.starts_with(&format!("{}-", a.debian())))
+            .unwrap_or(Arch::X86_64),
+    )
+}
 
 impl DebianMirror {
     /// The `linux-*` entries of each configured suite's `Packages` index
@@ -55,7 +79,7 @@ impl DebianMirror {
         let dir = suite_dir(suite);
         let inrelease = self.inrelease(suite, cache)?;
         let key = &sha256_hex(&inrelease)[..16];
-        let index_name = format!("{KEPT_PREFIX}{key}.json");
+        let index_name = format!("{}{key}.json", index_stem(self.arch));
         let index_rel = format!("{dir}/{index_name}");
         let index_path = cache.path(&index_rel);
         if index_path.is_file() {
@@ -65,7 +89,7 @@ impl DebianMirror {
                 detail: e.to_string(),
             });
         }
-        let wanted = format!("main/binary-{ARCH}/Packages.xz");
+        let wanted = format!("main/binary-{}/Packages.xz", self.arch.debian());
         let file = self.listed_index(suite, &inrelease, &wanted)?;
         let packages_url = format!("{}/dists/{suite}/{wanted}", self.url);
         let entries = self.download_index(&packages_url, &file, progress)?;
@@ -79,7 +103,8 @@ impl DebianMirror {
         {
             let name = e.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(KEPT_PREFIX) && name.ends_with(".json") && name != index_name {
+            if index_arch(&name) == Some(self.arch) && name.ends_with(".json") && name != index_name
+            {
                 let _ = fs::remove_file(e.path());
             }
         }
@@ -127,6 +152,17 @@ impl DebianMirror {
 #[cfg(test)]
 mod tests {
     use super::super::testmirror::{mirror, publish, FakeMirror};
+    use super::{index_arch, index_stem};
+    use crate::arch::Arch;
+
+    #[test]
+    fn each_architecture_keeps_its_own_index() {
+        assert_eq!(index_stem(Arch::X86_64), "linux-");
+        assert_eq!(index_stem(Arch::Arm64), "linux-arm64-");
+        assert_eq!(index_arch("linux-0123abcd.json"), Some(Arch::X86_64));
+        assert_eq!(index_arch("linux-arm64-0123abcd.json"), Some(Arch::Arm64));
+        assert_eq!(index_arch("InRelease"), None);
+    }
 
     #[test]
     fn packages_checksum_mismatch_is_an_error() {

@@ -37,7 +37,9 @@ pub const DEFAULT_SUITES: [&str; 3] = ["sid", "trixie-backports", "bookworm-back
 /// The keyring `InRelease` signatures are checked against.
 pub const DEFAULT_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
-/// The architecture whose package index is read.
+/// The architecture whose package index is read by default (the
+/// kselftest helpers' packages; a kernel's comes from
+/// [`DebianMirror::with_arch`]).
 pub const ARCH: &str = "amd64";
 
 /// How long a suite's `InRelease` (and so its index) is reused without
@@ -64,6 +66,7 @@ pub struct DebianMirror {
     keyring: PathBuf,
     index_ttl: Duration,
     http: http::Http,
+    arch: crate::arch::Arch,
 }
 
 impl DebianMirror {
@@ -83,6 +86,7 @@ impl DebianMirror {
             keyring: PathBuf::from(DEFAULT_KEYRING),
             index_ttl: DEFAULT_INDEX_TTL,
             http: http::Http::new(),
+            arch: crate::arch::Arch::X86_64,
         })
     }
 
@@ -130,6 +134,18 @@ impl DebianMirror {
     /// The suites searched, in order of preference.
     pub fn suites(&self) -> &[String] {
         &self.suites
+    }
+
+    /// Reads the kernels of `arch` (its package index and flavour)
+    /// instead of x86-64's.
+    pub fn with_arch(mut self, arch: crate::arch::Arch) -> Self {
+        self.arch = arch;
+        self
+    }
+
+    /// The architecture whose kernels this mirror lists.
+    pub fn arch(&self) -> crate::arch::Arch {
+        self.arch
     }
 
     /// Searches these suites instead of [`DEFAULT_SUITES`].

@@ -191,6 +191,7 @@ mod tests {
             description: "d".into(),
             expect: None,
             origin,
+            arch: crate::arch::Arch::X86_64,
         }
     }
 
