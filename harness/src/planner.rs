@@ -407,7 +407,11 @@ pub fn check_arch(
     if arch == crate::arch::Arch::X86_64 {
         return Ok(());
     }
-    let refuse = |what: &str| Err(Error::usage(format!("--arch {arch}: {what} x86-64 only so far")));
+    let refuse = |what: &str| {
+        Err(Error::usage(format!(
+            "--arch {arch}: {what} x86-64 only so far"
+        )))
+    };
     if matches!(kernel, KernelSpec::Source(_) | KernelSpec::Tree(_)) {
         return refuse("kernels built from source (source:, tree:) are");
     }

@@ -218,12 +218,9 @@ pub fn accel_args_for(arch: Arch, accel: Accel, thread: TcgThread) -> Vec<OsStri
         return match (accel, thread) {
             (Accel::Kvm, _) => os(&["-accel", "kvm", "-cpu", "host"]),
             (Accel::Tcg, TcgThread::Multi) => os(&["-accel", "tcg", "-cpu", "max,pauth-impdef=on"]),
-            (Accel::Tcg, TcgThread::Single) => os(&[
-                "-accel",
-                "tcg,thread=single",
-                "-cpu",
-                "max,pauth-impdef=on",
-            ]),
+            (Accel::Tcg, TcgThread::Single) => {
+                os(&["-accel", "tcg,thread=single", "-cpu", "max,pauth-impdef=on"])
+            }
         };
     }
     match (accel, thread) {
@@ -584,6 +581,7 @@ mod tests {
 
     fn spec(t: Topology, accel: Accel) -> VmSpec {
         VmSpec {
+            arch: Arch::X86_64,
             accel,
             tcg_thread: TcgThread::Multi,
             topology: t,

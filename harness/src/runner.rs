@@ -267,10 +267,10 @@ pub async fn run(
     machines.insert(crate::arch::Arch::X86_64, (session.qemu.clone(), host_bins));
     for c in &cells {
         if let PlannedCell::Ready(r) = c {
-            if !machines.contains_key(&r.spec.arch) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = machines.entry(r.spec.arch) {
                 let qemu = session.qemu_for(r.spec.arch).map_err(Error::infra)?;
                 let bins = session.guest_bins_for(r.spec.arch, reporters).await?;
-                machines.insert(r.spec.arch, (qemu, bins));
+                slot.insert((qemu, bins));
             }
         }
     }

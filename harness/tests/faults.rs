@@ -141,9 +141,15 @@ fn kill(pid: u32, sig: i32) {
 /// A kernel image from the spec (fetched through the harness's cache).
 fn kernel_image() -> PathBuf {
     let spec = harness::kernelspec::KernelSpec::parse(&kernel()).unwrap();
-    harness::kernelspec::resolve(&spec, None, &mut |_| {}, &|m| eprintln!("harness: {m}"))
-        .expect("test kernel")
-        .path
+    harness::kernelspec::resolve(
+        &spec,
+        harness::arch::Arch::X86_64,
+        None,
+        &mut |_| {},
+        &|m| eprintln!("harness: {m}"),
+    )
+    .expect("test kernel")
+    .path
 }
 
 /// A shell script standing in for QEMU.
@@ -602,6 +608,7 @@ fn corrupt_run_plan_is_reported_as_bad_plan() {
     .unwrap();
     let topology = harness::topology::Topology::parse_spec("nodes=1,cpus=1,mem=256M").unwrap();
     let spec = harness::qemu::VmSpec {
+        arch: harness::arch::Arch::X86_64,
         accel: harness::qemu::Accel::Tcg,
         tcg_thread: harness::qemu::TcgThread::Multi,
         topology,

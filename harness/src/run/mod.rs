@@ -233,8 +233,8 @@ fn dry_run(
     let k = dry_run::kernel_for(kernel, args.arch, args.debian_mirror.as_deref(), &cache);
     let mut would = k.would.clone();
     let (qemu, qemu_note) = dry_run::qemu_for(args.arch);
-    let (accel, _) = host::choose_accel_for(args.accel, &host::probe_kvm(), args.arch)
-        .map_err(Error::infra)?;
+    let (accel, _) =
+        host::choose_accel_for(args.accel, &host::probe_kvm(), args.arch).map_err(Error::infra)?;
     // The expectations a run would give: the version's row, the
     // definition's, --expect over them.
     let (def_version, def_expect) = dry_run::definition_facts(kernel).map_err(Error::usage)?;

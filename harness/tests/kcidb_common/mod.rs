@@ -141,6 +141,7 @@ pub fn fixture(name: &str) -> Vec<u8> {
 
 pub fn debian_facts() -> KernelFacts {
     let k = ResolvedKernel {
+        arch: harness::arch::Arch::X86_64,
         path: "/cache/debian/kernels/7.3.4+deb13-cloud-amd64/vmlinuz".into(),
         version: Some("7.3.4".into()),
         description: "7.3.4+deb13-cloud-amd64 (linux-image-7.3.4+deb13-cloud-amd64, trixie)".into(),
@@ -177,6 +178,7 @@ pub fn patched_facts(cache: &Path) -> KernelFacts {
     )
     .unwrap();
     let k = ResolvedKernel {
+        arch: harness::arch::Arch::X86_64,
         path: key_dir.join("bzImage"),
         version: Some("7.3".into()),
         description: "source:7.3-immutable 0123456789abcdef0123 (cache hit in 0.10 s)".into(),
