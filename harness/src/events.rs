@@ -59,6 +59,11 @@ pub struct KernelFacts {
     /// `debian`, `source`, `tree` or `path`.
     #[schemars(extend("enum" = ["debian", "source", "tree", "path"]))]
     pub kind: String,
+    /// The architecture the image is for (`x86_64`, `arm64`); absent in
+    /// results written before there were two, which were x86-64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["x86_64", "arm64"]))]
+    pub arch: Option<String>,
     /// Upstream version, when known.
     pub version: Option<String>,
     /// One line: package and ABI, definition and cache key, or file.

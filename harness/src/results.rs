@@ -149,6 +149,11 @@ pub struct Cell {
     pub kernel: String,
     /// The matrix's name of the kernel (else the same as `kernel`).
     pub kernel_name: String,
+    /// The guest architecture (`x86_64`, `arm64`); absent in results
+    /// written before there were two, which were x86-64.
+    #[serde(default = "x86_64")]
+    #[schemars(extend("enum" = ["x86_64", "arm64"]))]
+    pub arch: String,
     /// Topology name or spec.
     pub topology: String,
     /// Suite name.
@@ -535,4 +540,9 @@ pub fn schema_text() -> String {
     let mut text = serde_json::to_string_pretty(&schema()).unwrap_or_default();
     text.push('\n');
     text
+}
+
+/// The architecture of a cell in results written before there were two.
+fn x86_64() -> String {
+    crate::arch::Arch::X86_64.name().to_string()
 }

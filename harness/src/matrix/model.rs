@@ -39,6 +39,8 @@ pub struct Kernel {
     pub spec_text: String,
     /// Parsed spec.
     pub spec: KernelSpec,
+    /// The architecture the image is for.
+    pub arch: crate::arch::Arch,
     /// Expected features.
     pub expect: Expect,
 }

@@ -110,6 +110,7 @@ pub fn list_json_by(m: &Matrix, cells: &[usize], n: usize, costs: &Costs) -> ser
             "name": cell.name,
             "kernel": k.name,
             "kernel_spec": k.spec_text,
+            "arch": k.arch.name(),
             "expect": k.expect.encode(),
             "topology": t.name,
             "vcpus": t.topology.cpus(),

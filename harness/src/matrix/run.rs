@@ -153,7 +153,7 @@ async fn plan_cell(
         extra_tests: Vec::new(),
         expect: ExpectWant::Given(meta.expect.clone()),
         accel: cell.accel,
-        arch: crate::arch::Arch::X86_64,
+        arch: kernel.arch,
         shares: ShareWant {
             explicit,
             artifacts: cell.artifacts,

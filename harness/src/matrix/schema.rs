@@ -37,6 +37,9 @@ pub struct RawKernel {
     pub name: String,
     /// Kernel spec: `debian:<ver>`, `source:<name>`, `path:<bzImage>`, `tree:<dir>`.
     pub spec: String,
+    /// The architecture the image is for: `x86_64` (default) or `arm64`.
+    #[serde(default)]
+    pub arch: Option<String>,
     /// Expected features (docs/futex-abi.md section 4). Keys left out default to
     /// the version table when the spec names a version.
     #[serde(default)]

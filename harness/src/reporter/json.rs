@@ -228,6 +228,10 @@ pub fn cell(o: &CellOutcome) -> model::Cell {
         name: o.meta.name.clone(),
         kernel: o.meta.kernel.clone(),
         kernel_name: o.meta.kernel_name.clone(),
+        arch: facts
+            .map_or(crate::arch::Arch::X86_64, |f| f.arch)
+            .name()
+            .to_string(),
         topology: o.meta.topology.clone(),
         suite: o.meta.suite.clone(),
         expect: o.meta.expect.clone(),

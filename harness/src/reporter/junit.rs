@@ -93,6 +93,9 @@ pub fn testsuite(o: &CellOutcome) -> TestSuite {
     };
     let mut ts = crate::junit::testsuite(result, &o.cases);
     ts.add_property(Property::new("status", o.status.word()));
+    if let Some(f) = o.meta.facts.as_deref() {
+        ts.add_property(Property::new("arch", f.arch.name()));
+    }
     ts.add_property(Property::new(
         "kernel_name",
         xml_safe(&o.meta.kernel_name, MAX_SHORT),

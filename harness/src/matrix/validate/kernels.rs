@@ -38,10 +38,30 @@ fn kernel(cx: &Ctx, k: RawKernel) -> Result<Kernel, MatrixError> {
     // loads, a `path:` is a bzImage, a `tree:` is a kernel tree; else a CI
     // plan (`--list`) would pass and every shard fail.
     crate::planner::check_kernel(&spec).map_err(|e| at_spec(&e))?;
+    let arch = match k.arch.as_deref() {
+        None => crate::arch::Arch::X86_64,
+        Some(a) => a.parse().map_err(|e: crate::arch::UnknownArch| {
+            cx.at_item(
+                "kernels",
+                &k.name,
+                Some("arch"),
+                format!("kernel {:?}: {e}", k.name),
+            )
+        })?,
+    };
+    crate::planner::check_arch(arch, &spec, "", false, false).map_err(|e| {
+        cx.at_item(
+            "kernels",
+            &k.name,
+            Some("arch"),
+            format!("kernel {:?}: {e}", k.name),
+        )
+    })?;
     Ok(Kernel {
         name: k.name,
         spec_text: k.spec,
         spec,
+        arch,
         expect,
     })
 }

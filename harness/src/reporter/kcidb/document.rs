@@ -347,7 +347,12 @@ impl<'a> Builder<'a> {
         b.insert("id".into(), id.clone().into());
         b.insert("origin".into(), self.opts.origin.clone().into());
         b.insert("checkout_id".into(), checkout_id.into());
-        b.insert("architecture".into(), ARCHITECTURE.into());
+        // KCIDB's architecture names are the kernel's `ARCH=` words.
+        let arch = k
+            .facts
+            .and_then(|f| f.arch.as_deref())
+            .unwrap_or(ARCHITECTURE);
+        b.insert("architecture".into(), arch.into());
         let mut misc = Map::new();
         misc.insert("kernel".into(), k.label.into());
         misc.insert("build".into(), text(&identity, MAX_TEXT).into());

@@ -12,6 +12,7 @@ use std::path::Path;
 /// The facts of `kernel`, which the user named `label`.
 pub fn kernel_facts(label: &str, kernel: &ResolvedKernel) -> KernelFacts {
     let mut f = KernelFacts {
+        arch: Some(kernel.arch.name().to_string()),
         version: kernel.version.clone(),
         description: kernel.description.clone(),
         ..KernelFacts::default()
@@ -48,10 +49,17 @@ pub fn kernel_facts(label: &str, kernel: &ResolvedKernel) -> KernelFacts {
 /// `7.3.4+deb13` of the ABI `7.3.4+deb13-cloud-amd64`: the ABI without
 /// its flavour.
 fn debian_source_version(abi: &str) -> &str {
-    ["-cloud-amd64", "-amd64", "-rt-amd64"]
-        .iter()
-        .find_map(|f| abi.strip_suffix(f))
-        .unwrap_or(abi)
+    [
+        "-cloud-amd64",
+        "-amd64",
+        "-rt-amd64",
+        "-cloud-arm64",
+        "-arm64",
+        "-rt-arm64",
+    ]
+    .iter()
+    .find_map(|f| abi.strip_suffix(f))
+    .unwrap_or(abi)
 }
 
 /// A definition's image lives at `kbuild/images/<name>/<key>/bzImage`, with
