@@ -9,27 +9,13 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A guest architecture (`--arch`, a kernel's `arch:`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Arch {
     /// x86-64: QEMU's `pc` machine.
-    #[value(name = "x86_64")]
     #[serde(rename = "x86_64")]
     X86_64,
     /// 64-bit Arm: QEMU's `virt` machine with GICv3.
-    #[value(name = "arm64")]
     Arm64,
 }
 

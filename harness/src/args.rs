@@ -153,3 +153,11 @@ pub fn origin(s: &str) -> Result<String, String> {
 pub fn base_url(s: &str) -> Result<String, String> {
     kcidb::check_base_url(s).map_err(|_| kcidb::BASE_URL_RULE.to_string())
 }
+
+/// `--arch`'s parser: the architecture names of [`crate::arch::ALL`],
+/// listed in `--help` and completions.
+pub fn arch_parser() -> impl clap::builder::TypedValueParser<Value = crate::arch::Arch> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(crate::arch::ALL.map(|a| a.name()))
+        .map(|s| s.parse().expect("a listed architecture parses"))
+}

@@ -427,6 +427,22 @@ pub fn check_arch(
     Ok(())
 }
 
+/// Why a topology cannot boot on `arch`, when it cannot: arm64 has no
+/// possible-but-offline nodes. The device tree names a node only with
+/// memory or CPUs; ACPI's SRAT can name a hot-pluggable range, but under
+/// UEFI firmware QEMU's `virt` leaves 64 MiB of RAM outside every SRAT
+/// range, and Linux then drops NUMA altogether ("NUMA: no nodes coverage
+/// for 64MB of 1088MB RAM", measured with QEMU 10.0 and AAVMF).
+pub fn arch_topology_refusal(arch: crate::arch::Arch, topology: &Topology) -> Option<String> {
+    (arch == crate::arch::Arch::Arm64 && topology.offline() > 0).then(|| {
+        "arm64 guests cannot have possible-but-offline nodes (offline=): the device tree \
+         names no node without memory or CPUs, and QEMU's virt machine under UEFI leaves \
+         RAM outside ACPI's SRAT, which makes Linux drop NUMA; the cases that need such a \
+         node run on x86-64"
+            .to_string()
+    })
+}
+
 /// A kernel that could not be resolved, with its kind: the user's fault
 /// for an unknown version or definition or a file that is not a kernel,
 /// the host's otherwise.

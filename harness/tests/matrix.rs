@@ -39,7 +39,7 @@ fn schema_errors_say_where_and_what_was_expected() {
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\n    feature: {}\ntopologies: []\n",
-            "m.yaml:4:5: kernels[0]: unknown field `feature`, expected one of `name`, `spec`, `features`",
+            "m.yaml:4:5: kernels[0]: unknown field `feature`, expected one of `name`, `spec`, `arch`, `features`",
         ),
         (
             "kernels:\n  - name: a\n    spec: debian:7.3\n    features: {numa: true, hash: true}\ntopologies: []\n",
@@ -619,6 +619,10 @@ fn junit_merge_is_lossless() {
     assert!(e.contains("root element <html>"), "{e}");
 }
 
+fn e_of(m: &harness::matrix::Matrix, name: &str) -> String {
+    m.kernels.iter().find(|k| k.name == name).unwrap().expect.encode()
+}
+
 #[test]
 fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../matrix.yaml");
@@ -633,6 +637,7 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
             "debian-6.18",
             "debian-7.0",
             "debian-7.3",
+            "debian-7.3-arm64",
             "source-7.3",
             "source-7.3-immutable",
             "source-7.3-debug",
@@ -649,8 +654,12 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     // Every kernel x the 4 small topologies x {smoke, futex}, plus Debian's
     // and the source-built 7.3 on 2n9c with our suite and upstream's, and
     // Debian's 7.x and the source-built 7.3 on 2n2c-1off with our suite,
-    // and the race-fix build's futex suite on 2n4c and 2n9c.
-    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2 + 3 + 2);
+    // and the race-fix build's futex suite on 2n4c and 2n9c; arm64's
+    // Debian 7.3 on 1n2c, 2n2c and 2n4c with smoke and futex.
+    assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2 + 3 + 2 + 3 * 2);
+    let arm = m.kernels.iter().find(|k| k.name == "debian-7.3-arm64").unwrap();
+    assert_eq!(arm.arch, harness::arch::Arch::Arm64);
+    assert_eq!(arm.expect.encode(), e_of(&m, "debian-7.3"));
     let imm = m
         .kernels
         .iter()

@@ -1,5 +1,5 @@
 //! `smoke`: quick real checks that the guest environment works before the
-//! futex suites run: uname, procfs, the monotonic clock, threads, a private
+//! futex suites run: uname and the machine, procfs, the monotonic clock, threads, a private
 //! futex2 wait/wake pair, and 16 MiB of memory. Prints one KTAP document;
 //! exit 0 if every case passed, 1 otherwise. No arguments but `-h`/`--help`.
 
@@ -16,6 +16,7 @@ type Check = fn() -> Outcome;
 
 const CASES: &[(&str, Check)] = &[
     ("uname", uname),
+    ("machine", machine),
     ("proc-self-status", proc_self_status),
     ("clock-monotonic", clock_monotonic),
     ("thread-spawn-join", thread_spawn_join),
@@ -45,6 +46,11 @@ fn main() {
         }
     }
     let mut k = Ktap::stdout(CASES.len());
+    // What the host's architecture checks read (`uname -m`).
+    k.diag(&format!(
+        "uname -m: {}",
+        uname_machine().unwrap_or_else(|e| format!("<{e}>"))
+    ));
     let mut failed = 0;
     for (name, case) in CASES {
         if !k.result(name, &case()) {
@@ -82,6 +88,36 @@ fn uname() -> Outcome {
             )
         },
     )
+}
+
+/// `uname -m`.
+fn uname_machine() -> Result<String, String> {
+    // SAFETY: utsname is plain data that uname fills.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a live utsname.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Err(format!("uname: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the kernel NUL-terminates every field.
+    Ok(unsafe { CStr::from_ptr(u.machine.as_ptr()) }
+        .to_string_lossy()
+        .into_owned())
+}
+
+/// The kernel's machine is the one this binary was built for (`x86_64`,
+/// `aarch64`): a 64-bit kernel of the cell's architecture, not a compat
+/// personality or another machine's kernel.
+fn machine() -> Outcome {
+    let m = match uname_machine() {
+        Ok(m) => m,
+        Err(e) => return Outcome::Fail(e),
+    };
+    Outcome::check(m == std::env::consts::ARCH, || {
+        format!(
+            "uname -m is {m:?}, expected {:?} (the architecture this binary was built for)",
+            std::env::consts::ARCH
+        )
+    })
 }
 
 /// `/proc/self/status` is readable and names this process.

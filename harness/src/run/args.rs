@@ -51,7 +51,7 @@ pub struct RunArgs {
     pub out: PathBuf,
     /// The guest architecture: Debian's kernel of that architecture, its
     /// QEMU (`virt` for arm64) and guest binaries.
-    #[arg(long, value_enum, default_value_t = crate::arch::Arch::host_or_default())]
+    #[arg(long, value_parser = crate::args::arch_parser(), default_value_t = crate::arch::Arch::host_or_default())]
     pub arch: crate::arch::Arch,
     /// Accelerator: auto uses KVM only where hardware KVM really works.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]

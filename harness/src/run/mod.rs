@@ -81,6 +81,9 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
             .map_err(|e| Error::usage(format!("--kernel-config {e}")))?;
     }
     crate::planner::check_kernel(&kernel)?;
+    if let Some(why) = crate::planner::arch_topology_refusal(args.arch, &topology) {
+        return Err(Error::usage(format!("--topology {}: {why}", args.topology)));
+    }
     crate::planner::check_arch(
         args.arch,
         &kernel,

@@ -17,6 +17,32 @@ pub(in crate::matrix) struct CellDefaults {
     pub(in crate::matrix) artifacts: bool,
 }
 
+/// A cell its kernel's architecture cannot run: one kselftest suite or
+/// an offline node on arm64. Named with the kernel, topology and suite,
+/// and how to leave it out.
+fn refuse_on_arch(
+    cx: &Ctx,
+    k: &crate::matrix::model::Kernel,
+    t: &crate::matrix::model::NamedTopology,
+    s: &crate::matrix::model::Suite,
+) -> Result<(), MatrixError> {
+    let why = crate::planner::arch_topology_refusal(k.arch, &t.topology).or_else(|| {
+        crate::planner::check_arch(k.arch, &k.spec, &s.name, false, false)
+            .err()
+            .map(|e| e.to_string())
+    });
+    match why {
+        Some(why) => Err(cx.err(
+            locate::section(cx.text, "cells"),
+            format!(
+                "cell {}/{}/{}: kernel {:?} is {}: {why}; leave the cell out (cells.exclude)",
+                k.name, t.name, s.name, k.name, k.arch
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Validates `cells:` and expands it; `default_product` are the suites of
 /// the product when `cells.suites` is not given. No cell at all is an error.
 pub(in crate::matrix) fn cells(
@@ -49,6 +75,7 @@ pub(in crate::matrix) fn cells(
                     && !raw.exclude.iter().any(|r| rule_matches(r, kn, tn, sn));
                 let included = raw.include.iter().any(|r| rule_matches(r, kn, tn, sn));
                 if in_product || included {
+                    refuse_on_arch(cx, k, t, s)?;
                     cells.push(Cell {
                         name: format!("{kn}/{tn}/{sn}"),
                         kernel: ki,
