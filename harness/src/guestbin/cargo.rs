@@ -313,6 +313,25 @@ mod tests {
     }
 
     #[test]
+    fn what_is_missing_is_said_in_one_line() {
+        let m = Missing {
+            triple: ARM64.triple,
+            what: vec![
+                "no aarch64-linux-gnu-gcc on PATH (gcc-aarch64-linux-gnu)".into(),
+                "no /usr/aarch64-linux-gnu/lib/libc.a (libc6-dev-arm64-cross)".into(),
+            ],
+        };
+        assert_eq!(
+            m.to_string(),
+            "no aarch64-unknown-linux-gnu toolchain: no aarch64-linux-gnu-gcc on PATH (gcc-aarch64-linux-gnu); no /usr/aarch64-linux-gnu/lib/libc.a (libc6-dev-arm64-cross)"
+        );
+        assert_eq!(
+            linker_env(ARM64.triple),
+            "CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER"
+        );
+    }
+
+    #[test]
     fn std_is_found_by_its_rlib() {
         let d = tempfile::tempdir().unwrap();
         assert!(!has_std(d.path()));
