@@ -7,6 +7,12 @@
 //!   `guest_bins.rs`: a table that embeds each binary of
 //!   `guest_tests::binaries::ALL` (read by compiling `binaries.rs` itself
 //!   into this script: no build-dependency, no parser) with `include_bytes!`.
+//! - Builds the same set for arm64 when this machine can
+//!   (`guestbin/cargo.rs`: an aarch64 Rust std, the cross gcc and static
+//!   glibc) into `guest_bins_arm64.rs`; else that table is empty and one
+//!   `cargo:warning` says what to install. The script reruns when apt or
+//!   rustup change what is installed, so the build after
+//!   `harness setup --arch arm64` embeds the set.
 //! - Writes `guest_cases.rs`: the cases each futex binary lists
 //!   (`--list`, run here on the build host), so the matrix can check a
 //!   known failure's `case:` against the cases that really exist.
@@ -50,9 +56,17 @@ fn main() {
         println!("cargo:rerun-if-changed={}", workspace.join(p).display());
     }
 
-    let bins = build_guest_bins(&workspace, &out.join("guest-target"));
+    let bins = build_guest_bins(
+        &workspace,
+        &out.join("guest-target"),
+        &cargo::X86_64,
+        &cargo::Rustc::Default,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     write_table(&out.join("guest_bins.rs"), "guest_bins", &bins);
     write_cases(&out.join("guest_cases.rs"), &bins);
+    let arm64 = arm64_bins(&workspace, &out.join("guest-target-arm64"));
+    write_table(&out.join("guest_bins_arm64.rs"), "guest_bins_arm64", &arm64);
 
     let mut shipped = Vec::new();
     files_under(&workspace, Path::new("kernels"), &mut shipped);
@@ -66,32 +80,84 @@ fn main() {
     );
 }
 
-/// Runs the nested cargo; returns `(name, path)` of every binary of `ALL`.
-fn build_guest_bins(workspace: &Path, target_dir: &Path) -> Vec<(String, PathBuf)> {
-    let mut cmd = cargo::build_command(workspace, target_dir);
+/// Runs the nested cargo for `target`; returns `(name, path)` of every
+/// binary of `ALL`, or what went wrong.
+fn build_guest_bins(
+    workspace: &Path,
+    target_dir: &Path,
+    target: &cargo::CrossTarget,
+    rustc: &cargo::Rustc,
+) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut cmd = cargo::build_command_for(target, rustc, workspace, target_dir);
     // The script's stdout is cargo's instruction channel: keep it clean.
     cmd.stdout(Stdio::null());
     let status = cmd
         .status()
-        .unwrap_or_else(|e| panic!("cannot run cargo to build the guest binaries: {e}"));
-    assert!(
-        status.success(),
-        "building the guest binaries failed ({status}); command: {cmd:?}"
-    );
-    let dir = target_dir.join(cargo::GUEST_TARGET).join("release");
+        .map_err(|e| format!("cannot run cargo to build the guest binaries: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building the guest binaries failed ({status}); command: {cmd:?}"
+        ));
+    }
+    let dir = target_dir.join(target.triple).join("release");
     binaries::ALL
         .iter()
         .map(|b| {
             let p = dir.join(b.name);
-            assert!(p.is_file(), "the guest build made no {}", p.display());
-            (b.name.to_string(), p)
+            match p.is_file() {
+                true => Ok((b.name.to_string(), p)),
+                false => Err(format!("the guest build made no {}", p.display())),
+            }
         })
         .collect()
 }
 
+/// The arm64 set when this machine can build it; else none, with one
+/// warning. A broken cross toolchain warns too instead of failing the
+/// harness' build: the x86 set, which every run needs, is unaffected.
+fn arm64_bins(workspace: &Path, target_dir: &Path) -> Vec<(String, PathBuf)> {
+    watch_toolchains();
+    let fix = "run `harness setup --arch arm64`, then build or install the harness again";
+    match cargo::find_rustc(&cargo::ARM64) {
+        Err(missing) => {
+            println!("cargo:warning=no arm64 guest binaries built in ({missing}): {fix}");
+            Vec::new()
+        }
+        Ok(rustc) => match build_guest_bins(workspace, target_dir, &cargo::ARM64, &rustc) {
+            Ok(bins) => bins,
+            Err(e) => {
+                println!("cargo:warning=no arm64 guest binaries built in: {e}");
+                Vec::new()
+            }
+        },
+    }
+}
+
+/// Reruns the script when a toolchain is installed or removed: apt's
+/// package database and the outer rustc's list of installed components
+/// (`rustup target add`). Only paths that exist: a missing one would rerun
+/// the script on every build. A change reruns the nested builds, which are
+/// up to date in a second or two.
+fn watch_toolchains() {
+    let mut watched = vec![PathBuf::from("/var/lib/dpkg/status")];
+    let sysroot = Command::new(cargo::default_rustc())
+        .args(["--print", "sysroot"])
+        .stderr(Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if let Some(root) = sysroot {
+        watched.push(Path::new(&root).join("lib/rustlib/components"));
+    }
+    for p in watched.iter().filter(|p| p.is_file()) {
+        println!("cargo:rerun-if-changed={}", p.display());
+    }
+}
+
 /// `GUEST_CASES`: `(binary, [case, ...])` of every futex binary, from
-/// its own `--list`. The guest binaries are static x86-64 programs built
-/// for this host; listing runs no case.
+/// its own `--list`. The host set's binaries (static x86-64 programs, built
+/// for this host), never arm64's; listing runs no case.
 fn write_cases(dest: &Path, bins: &[(String, PathBuf)]) {
     let mut rows = String::new();
     for b in binaries::ALL

@@ -27,7 +27,8 @@ pub const PRIVATE_NUMA: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE | sys::
 pub const PRIVATE_PLAIN: u32 = sys::FUTEX2_SIZE_U32 | sys::FUTEX2_PRIVATE;
 
 /// Node ids we look at when hunting for a not-possible node (the x86_64
-/// Debian `MAX_NUMNODES`, `1 << CONFIG_NODES_SHIFT` = 1024).
+/// Debian `MAX_NUMNODES`, `1 << CONFIG_NODES_SHIFT` = 1024; arm64's is no
+/// larger, so the scan covers it too).
 pub const NODE_SCAN_LIMIT: u32 = 1024;
 
 /// Bits in the nodemasks we pass to `mbind`.

@@ -119,19 +119,95 @@ pub const WAITERS: u32 = libc::FUTEX_WAITERS;
 pub const OWNER_DIED: u32 = libc::FUTEX_OWNER_DIED;
 /// `FUTEX_TID_MASK`.
 pub const TID_MASK: u32 = libc::FUTEX_TID_MASK;
-/// Syscall numbers (x86_64): libc's where it has them, the futex2 calls
-/// it lacks from `arch/x86/entry/syscalls/syscall_64.tbl`.
+/// Syscall numbers, per architecture: x86-64's from
+/// `arch/x86/entry/syscalls/syscall_64.tbl`, arm64's from the generic
+/// table (`scripts/syscall.tbl`, `include/uapi/asm-generic/unistd.h`).
+/// Written out rather than taken from libc, which lacks the futex2 calls
+/// and has only the target's own numbers: both tables compile everywhere,
+/// so one host's tests check both against the kernel's tables. The
+/// target's table is re-exported (`nr::FUTEX_WAKE`, ...).
 pub mod nr {
-    /// futex_waitv
-    pub const FUTEX_WAITV: i64 = libc::SYS_futex_waitv;
-    /// futex_wake
-    pub const FUTEX_WAKE: i64 = 454;
-    /// futex_wait
-    pub const FUTEX_WAIT: i64 = 455;
-    /// futex_requeue
-    pub const FUTEX_REQUEUE: i64 = 456;
-    /// set_mempolicy_home_node
-    pub const SET_MEMPOLICY_HOME_NODE: i64 = libc::SYS_set_mempolicy_home_node;
+    /// x86-64 (`syscall_64.tbl`, ABI `common` or `64`).
+    pub mod x86_64 {
+        /// futex
+        pub const FUTEX: i64 = 202;
+        /// set_robust_list
+        pub const SET_ROBUST_LIST: i64 = 273;
+        /// get_robust_list
+        pub const GET_ROBUST_LIST: i64 = 274;
+        /// io_uring_setup
+        pub const IO_URING_SETUP: i64 = 425;
+        /// io_uring_enter
+        pub const IO_URING_ENTER: i64 = 426;
+        /// futex_waitv
+        pub const FUTEX_WAITV: i64 = 449;
+        /// set_mempolicy_home_node
+        pub const SET_MEMPOLICY_HOME_NODE: i64 = 450;
+        /// futex_wake
+        pub const FUTEX_WAKE: i64 = 454;
+        /// futex_wait
+        pub const FUTEX_WAIT: i64 = 455;
+        /// futex_requeue
+        pub const FUTEX_REQUEUE: i64 = 456;
+        /// Every number above by the kernel's name for it.
+        pub const TABLE: &[(&str, i64)] = &[
+            ("futex", FUTEX),
+            ("set_robust_list", SET_ROBUST_LIST),
+            ("get_robust_list", GET_ROBUST_LIST),
+            ("io_uring_setup", IO_URING_SETUP),
+            ("io_uring_enter", IO_URING_ENTER),
+            ("futex_waitv", FUTEX_WAITV),
+            ("set_mempolicy_home_node", SET_MEMPOLICY_HOME_NODE),
+            ("futex_wake", FUTEX_WAKE),
+            ("futex_wait", FUTEX_WAIT),
+            ("futex_requeue", FUTEX_REQUEUE),
+        ];
+    }
+
+    /// The asm-generic table arm64 uses (`scripts/syscall.tbl`, ABI
+    /// `common` or `64`). Calls added since 5.1 have the same number on
+    /// every architecture; the older ones differ from x86-64's.
+    pub mod generic {
+        /// futex
+        pub const FUTEX: i64 = 98;
+        /// set_robust_list
+        pub const SET_ROBUST_LIST: i64 = 99;
+        /// get_robust_list
+        pub const GET_ROBUST_LIST: i64 = 100;
+        /// io_uring_setup
+        pub const IO_URING_SETUP: i64 = 425;
+        /// io_uring_enter
+        pub const IO_URING_ENTER: i64 = 426;
+        /// futex_waitv
+        pub const FUTEX_WAITV: i64 = 449;
+        /// set_mempolicy_home_node
+        pub const SET_MEMPOLICY_HOME_NODE: i64 = 450;
+        /// futex_wake
+        pub const FUTEX_WAKE: i64 = 454;
+        /// futex_wait
+        pub const FUTEX_WAIT: i64 = 455;
+        /// futex_requeue
+        pub const FUTEX_REQUEUE: i64 = 456;
+        /// Every number above by the kernel's name for it.
+        pub const TABLE: &[(&str, i64)] = &[
+            ("futex", FUTEX),
+            ("set_robust_list", SET_ROBUST_LIST),
+            ("get_robust_list", GET_ROBUST_LIST),
+            ("io_uring_setup", IO_URING_SETUP),
+            ("io_uring_enter", IO_URING_ENTER),
+            ("futex_waitv", FUTEX_WAITV),
+            ("set_mempolicy_home_node", SET_MEMPOLICY_HOME_NODE),
+            ("futex_wake", FUTEX_WAKE),
+            ("futex_wait", FUTEX_WAIT),
+            ("futex_requeue", FUTEX_REQUEUE),
+        ];
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    pub use self::x86_64::*;
+
+    #[cfg(target_arch = "aarch64")]
+    pub use self::generic::*;
 }
 
 /// `struct futex_waitv`.
@@ -373,10 +449,10 @@ pub fn deadline_ms(ms: u64) -> libc::timespec {
 pub mod io_uring {
     use super::{syscall6, Errno};
 
-    /// io_uring_setup (x86_64).
-    pub const NR_SETUP: i64 = libc::SYS_io_uring_setup;
-    /// io_uring_enter (x86_64).
-    pub const NR_ENTER: i64 = libc::SYS_io_uring_enter;
+    /// io_uring_setup (the target's number).
+    pub const NR_SETUP: i64 = super::nr::IO_URING_SETUP;
+    /// io_uring_enter (the target's number).
+    pub const NR_ENTER: i64 = super::nr::IO_URING_ENTER;
     /// `IORING_OP_FUTEX_WAIT`.
     pub const OP_FUTEX_WAIT: u8 = 51;
     /// `IORING_OFF_SQ_RING`.
@@ -515,6 +591,52 @@ pub mod io_uring {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn syscall_numbers_are_pinned_for_both_tables() {
+        let names =
+            |t: &'static [(&'static str, i64)]| t.iter().map(|(n, _)| *n).collect::<Vec<_>>();
+        assert_eq!(names(nr::x86_64::TABLE), names(nr::generic::TABLE));
+        let x86: Vec<i64> = nr::x86_64::TABLE.iter().map(|(_, n)| *n).collect();
+        let generic: Vec<i64> = nr::generic::TABLE.iter().map(|(_, n)| *n).collect();
+        assert_eq!(x86, [202, 273, 274, 425, 426, 449, 450, 454, 455, 456]);
+        assert_eq!(generic, [98, 99, 100, 425, 426, 449, 450, 454, 455, 456]);
+    }
+
+    #[test]
+    fn the_targets_table_agrees_with_libc() {
+        for (name, ours, libc) in [
+            ("futex", nr::FUTEX, libc::SYS_futex),
+            (
+                "set_robust_list",
+                nr::SET_ROBUST_LIST,
+                libc::SYS_set_robust_list,
+            ),
+            (
+                "get_robust_list",
+                nr::GET_ROBUST_LIST,
+                libc::SYS_get_robust_list,
+            ),
+            (
+                "io_uring_setup",
+                nr::IO_URING_SETUP,
+                libc::SYS_io_uring_setup,
+            ),
+            (
+                "io_uring_enter",
+                nr::IO_URING_ENTER,
+                libc::SYS_io_uring_enter,
+            ),
+            ("futex_waitv", nr::FUTEX_WAITV, libc::SYS_futex_waitv),
+            (
+                "set_mempolicy_home_node",
+                nr::SET_MEMPOLICY_HOME_NODE,
+                libc::SYS_set_mempolicy_home_node,
+            ),
+        ] {
+            assert_eq!(ours, libc, "{name}");
+        }
+    }
 
     #[test]
     fn op_encoding_is_the_uapi_macro() {

@@ -276,11 +276,18 @@ pub fn observe(root: &Path) -> Observed {
         possible_nodes: read(&node_dir.join("possible")).and_then(|s| parse_cpulist(&s)),
         online_nodes: read(&node_dir.join("online")).and_then(|s| parse_cpulist(&s)),
         mem_total_kb: read(&root.join(PROC_MEMINFO)).and_then(|s| parse_mem_total_kb(&s)),
-        // 4 KiB pages: x86-64 guests only.
+        // zoneinfo counts pages: 4 KiB on x86-64, 4, 16 or 64 KiB on arm64.
         present_kb: read(&root.join(PROC_ZONEINFO))
-            .map(|s| parse_zoneinfo_present_kb(&s, 4))
+            .map(|s| parse_zoneinfo_present_kb(&s, page_kb()))
             .unwrap_or_default(),
     }
+}
+
+/// This kernel's page size in KiB (4 when sysconf cannot say).
+fn page_kb() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(bytes).map_or(4, |b| (b / 1024).max(1))
 }
 
 /// One topology check, ready to be reported as a KTAP case.

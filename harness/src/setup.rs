@@ -3,11 +3,13 @@
 //! virtiofsd, `cargo install`. [`plan`] is a pure function of the doctor's
 //! [`Facts`] (which include os-release) and apt's sources; [`execute`]
 //! runs its steps one by one, each said before it runs. Nothing missing:
-//! an empty plan, on any system.
+//! an empty plan, on any system. arm64 guests' pieces (`--arch arm64`,
+//! [`plan_for`]) are installed only when asked: the x86 plan needs none.
 
+use crate::arch::Arch;
 use crate::doctor::{
-    Distro, Facts, Need, QemuFact, QEMU_PACKAGE, REQUIREMENTS, VIRTIOFSD_BUILD_DEPS,
-    VIRTIOFSD_VERSION,
+    Distro, Facts, Need, QemuFact, ARM64_REQUIREMENTS, QEMU_ARM64_PACKAGE, QEMU_PACKAGE,
+    REQUIREMENTS, VIRTIOFSD_BUILD_DEPS, VIRTIOFSD_VERSION,
 };
 use crate::host;
 use crate::kernel::archive::apt::{self, AptSource};
@@ -154,8 +156,18 @@ fn root_step(why: impl Into<String>, argv: Vec<String>) -> Step {
 }
 
 /// What `harness setup` does on the host these facts describe, with apt's
-/// `sources` (pure).
+/// `sources` (pure): x86-64 guests only ([`plan_for`] `[X86_64]`).
 pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
+    plan_for(facts, sources, &[Arch::X86_64])
+}
+
+/// What `harness setup --arch ...` does (pure): what every run needs, and
+/// with [`Arch::Arm64`] among `arches` also QEMU's aarch64 emulator, the
+/// UEFI firmware and the cross toolchain the harness' build embeds the
+/// arm64 guest binaries with (an aarch64 Rust std from Debian after
+/// `dpkg --add-architecture arm64`, or from rustup on Ubuntu).
+pub fn plan_for(facts: &Facts, sources: &[AptSource], arches: &[Arch]) -> Result<Plan, SetupError> {
+    let arm64 = arches.contains(&Arch::Arm64);
     let privilege = if facts.is_root {
         Privilege::Root
     } else if facts.programs.contains_key("sudo") {
@@ -184,10 +196,25 @@ pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
     };
     let qemu_absent = !matches!(facts.qemu, QemuFact::Found(_)) || major < host::MIN_QEMU_MAJOR;
     let qemu_old = !qemu_absent && major < host::RELIABLE_TCG_QEMU_MAJOR;
-    let backports = known
-        .and_then(Distro::qemu_backports)
-        .filter(|_| qemu_absent || qemu_old);
-    if qemu_absent || backports.is_some() {
+    // arm64 guests on another host always run under TCG.
+    let arm64_major = facts.qemu_arm64_major().unwrap_or(0);
+    let arm64_absent = arm64
+        && (!matches!(facts.qemu_arm64, QemuFact::Found(_)) || arm64_major < host::MIN_QEMU_MAJOR);
+    let arm64_old = arm64
+        && !arm64_absent
+        && arm64_major < host::RELIABLE_TCG_QEMU_MAJOR
+        && Arch::host() != Some(Arch::Arm64);
+    let suite = known.and_then(Distro::qemu_backports);
+    // What comes from backports (the release's QEMU is too old for TCG).
+    let mut from_backports: Vec<&str> = Vec::new();
+    if suite.is_some() && (qemu_absent || qemu_old) {
+        from_backports.push(QEMU_PACKAGE);
+    }
+    if suite.is_some() && (arm64_absent || arm64_old) {
+        from_backports.push(QEMU_ARM64_PACKAGE);
+    }
+    let backports = suite.filter(|_| !from_backports.is_empty());
+    if qemu_absent || from_backports.contains(&QEMU_PACKAGE) {
         missing.insert(0, "QEMU".into());
     } else if qemu_old {
         plan.notes.push(format!(
@@ -197,6 +224,29 @@ pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
     }
     if facts.virtiofsd.is_err() {
         missing.push("virtiofsd".into());
+    }
+    let arm64_missing: Vec<_> = ARM64_REQUIREMENTS
+        .iter()
+        .filter(|r| arm64 && !facts.has(r.check))
+        .collect();
+    let arm64_std = arm64 && facts.arm64_rust_std.is_err();
+    if arm64_absent || from_backports.contains(&QEMU_ARM64_PACKAGE) {
+        missing.push("QEMU (arm64)".into());
+    } else if arm64_old {
+        plan.notes.push(format!(
+            "qemu-system-aarch64 is older than {}: arm64 guests run under TCG here, where it is unreliable; install a newer one yourself",
+            host::RELIABLE_TCG_QEMU_MAJOR
+        ));
+    }
+    missing.extend(arm64_missing.iter().map(|r| r.what.to_string()));
+    if arm64_std {
+        missing.push("aarch64 Rust std".into());
+    }
+    if arm64 && facts.arm64_guest_bins.is_err() {
+        // Setup cannot rebuild the harness that runs it.
+        plan.notes.push(
+            "this harness has no arm64 guest binaries built in: once setup is done, build or install it again (`cargo build`, `cargo install --path harness`) and the build embeds them".into(),
+        );
     }
     if missing.is_empty() {
         return Ok(plan);
@@ -220,6 +270,16 @@ pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
     if qemu_absent && backports.is_none() {
         packages.push(QEMU_PACKAGE);
     }
+    if arm64_absent && !from_backports.contains(&QEMU_ARM64_PACKAGE) {
+        packages.push(QEMU_ARM64_PACKAGE);
+    }
+    packages.extend(arm64_missing.iter().map(|r| r.package));
+    // The aarch64 std: Debian's packages (`:arm64`, so dpkg must know the
+    // architecture first), else rustup's.
+    let std_packages = distro.arm64_rust_std_packages().filter(|_| arm64_std);
+    packages.extend(std_packages.into_iter().flatten());
+    let add_arch = std_packages.is_some() && !facts.foreign_archs.iter().any(|a| a == "arm64");
+    let rustup_std = arm64_std && std_packages.is_none();
     let mut cargo_virtiofsd = false;
     if facts.virtiofsd.is_err() {
         if distro.packages_virtiofsd() {
@@ -251,6 +311,14 @@ pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
             });
         }
     }
+    if add_arch {
+        plan.steps.push(root_step(
+            "let apt install arm64 packages (the aarch64 Rust std)",
+            ["dpkg", "--add-architecture", "arm64"]
+                .map(String::from)
+                .to_vec(),
+        ));
+    }
     if !packages.is_empty() || backports.is_some() {
         plan.steps.push(root_step(
             "read the package lists",
@@ -266,24 +334,39 @@ pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
         ));
     }
     if let Some(suite) = &backports {
-        let why = match qemu_absent {
-            true => {
+        let why = match (from_backports.contains(&QEMU_PACKAGE), qemu_absent) {
+            (true, true) | (false, _) => {
                 format!("install QEMU from {suite} (this release's 7.2 is unreliable under TCG)")
             }
-            false => format!("QEMU {version} is unreliable under TCG: install QEMU from {suite}"),
+            (true, false) => {
+                format!("QEMU {version} is unreliable under TCG: install QEMU from {suite}")
+            }
         };
-        plan.steps.push(root_step(
-            why,
-            apt_get(&[
-                "install",
-                "-y",
-                "-q",
-                "--no-install-recommends",
-                "-t",
-                suite,
-                QEMU_PACKAGE,
-            ]),
+        let mut args = vec![
+            "install",
+            "-y",
+            "-q",
+            "--no-install-recommends",
+            "-t",
+            suite,
+        ];
+        args.extend(&from_backports);
+        plan.steps.push(root_step(why, apt_get(&args)));
+    }
+    if rustup_std && !facts.programs.contains_key("rustup") {
+        plan.notes.push(format!(
+            "no rustup here to add the aarch64 Rust std with: install rustup, then `rustup target add {}`",
+            Arch::Arm64.rust_target()
         ));
+    } else if rustup_std {
+        plan.steps.push(Step {
+            why: "add the aarch64 Rust std to the rustup toolchain".into(),
+            argv: ["rustup", "target", "add", Arch::Arm64.rust_target()]
+                .map(String::from)
+                .to_vec(),
+            stdin: None,
+            as_root: false,
+        });
     }
     if cargo_virtiofsd {
         plan.steps.push(Step {
@@ -398,6 +481,12 @@ mod tests {
         f.programs.retain(|p, _| p == "cargo" || p == "sudo");
         f.files.clear();
         f.virtiofsd = Err("no virtiofsd".into());
+        f.qemu_arm64 = QemuFact::Missing {
+            binary: "qemu-system-aarch64".into(),
+        };
+        f.arm64_rust_std = Err("no aarch64 Rust std".into());
+        f.arm64_guest_bins = Err("built without them".into());
+        f.foreign_archs = vec!["amd64".into()];
         f
     }
 
@@ -538,5 +627,96 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "deb x y main\n");
         assert_eq!(said.len(), 2);
         assert!(said[0].starts_with("[1/3] test: echo 'deb x y main' | tee "));
+    }
+
+    #[test]
+    fn the_x86_plan_needs_nothing_of_arm64() {
+        let mut f = facts(BOOKWORM, Some("10.0.2"));
+        f.qemu_arm64 = QemuFact::Missing {
+            binary: "qemu-system-aarch64".into(),
+        };
+        f.arm64_rust_std = Err("none".into());
+        f.programs.remove("aarch64-linux-gnu-gcc");
+        let p = plan(&f, &with_backports()).unwrap();
+        assert!(p.steps.is_empty() && p.notes.is_empty(), "{:?}", lines(&p));
+        // With everything for arm64 too, `--arch arm64` has nothing to do.
+        let p = plan_for(
+            &facts(BOOKWORM, Some("10.0.2")),
+            &with_backports(),
+            &[Arch::X86_64, Arch::Arm64],
+        )
+        .unwrap();
+        assert!(p.steps.is_empty() && p.notes.is_empty(), "{:?}", lines(&p));
+    }
+
+    #[test]
+    fn fresh_bookworm_with_arm64_adds_the_architecture_and_the_cross_toolchain() {
+        let p = plan_for(
+            &fresh(BOOKWORM),
+            &sources(SOURCES),
+            &[Arch::X86_64, Arch::Arm64],
+        )
+        .unwrap();
+        assert_eq!(
+            lines(&p),
+            [
+                "echo 'deb http://mirror.example/debian bookworm-backports main' | tee /etc/apt/sources.list.d/harness-backports.list",
+                "dpkg --add-architecture arm64",
+                "env DEBIAN_FRONTEND=noninteractive apt-get update -q",
+                "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev gpgv debian-archive-keyring make flex bison bc libelf-dev libssl-dev git gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-efi-aarch64 rustc-web libstd-rust-web-dev:arm64 libcap-ng-dev libseccomp-dev",
+                "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -t bookworm-backports qemu-system-x86 qemu-system-arm",
+                "cargo install --locked virtiofsd --version 1.14.0",
+            ]
+        );
+        assert!(
+            p.notes[0].contains("cargo install --path harness"),
+            "{:?}",
+            p.notes
+        );
+    }
+
+    #[test]
+    fn bookworm_ready_for_x86_gets_only_the_arm64_pieces() {
+        let mut f = facts(BOOKWORM, Some("10.0.2"));
+        f.qemu_arm64 = QemuFact::Found(Qemu {
+            path: "/usr/bin/qemu-system-aarch64".into(),
+            version: "7.2.19".into(),
+        });
+        f.arm64_rust_std = Err("none".into());
+        f.files.remove(crate::doctor::ARM64_FIRMWARE);
+        // arm64 known to dpkg already: no second --add-architecture.
+        let p = plan_for(&f, &with_backports(), &[Arch::Arm64]).unwrap();
+        let want_qemu = match Arch::host() {
+            Some(Arch::Arm64) => vec![],
+            _ => vec!["env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -t bookworm-backports qemu-system-arm"],
+        };
+        let mut want = vec![
+            "env DEBIAN_FRONTEND=noninteractive apt-get update -q",
+            "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-efi-aarch64 rustc-web libstd-rust-web-dev:arm64",
+        ];
+        want.extend(want_qemu);
+        assert_eq!(lines(&p), want);
+    }
+
+    #[test]
+    fn ubuntu_takes_the_aarch64_std_from_rustup() {
+        let mut f = fresh(NOBLE);
+        f.programs
+            .insert("rustup".into(), "/root/.cargo/bin/rustup".into());
+        let p = plan_for(&f, &[], &[Arch::X86_64, Arch::Arm64]).unwrap();
+        let l = lines(&p);
+        assert!(!l.iter().any(|l| l.contains("add-architecture")), "{l:?}");
+        assert!(l[1].ends_with(" qemu-system-x86 qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-efi-aarch64 virtiofsd"), "{}", l[1]);
+        assert_eq!(l[2], "rustup target add aarch64-unknown-linux-gnu");
+        assert!(!p.steps[2].as_root);
+        // No rustup: said, not done.
+        f.programs.remove("rustup");
+        let p = plan_for(&f, &[], &[Arch::Arm64]).unwrap();
+        assert_eq!(p.steps.len(), 2);
+        assert!(
+            p.notes.iter().any(|n| n.contains("install rustup")),
+            "{:?}",
+            p.notes
+        );
     }
 }

@@ -37,6 +37,14 @@ fn dry_run_prints_the_plan_and_changes_nothing() {
 }
 
 #[test]
+fn dry_run_with_arm64_takes_the_architecture() {
+    let (code, text) = setup(&["--dry-run", "--arch", "arm64"]);
+    assert!(code == 0 || code == 69, "exit {code}: {text}");
+    let (code, text) = setup(&["--dry-run", "--arch", "riscv64"]);
+    assert_eq!(code, 2, "{text}");
+}
+
+#[test]
 fn real_setup_is_idempotent() {
     // Like the VM tests, this runs in CI (as root there); elsewhere it
     // would change the machine.

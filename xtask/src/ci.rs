@@ -3,16 +3,23 @@
 use anyhow::Result;
 use xshell::{cmd, Shell};
 
-/// `harness setup --yes` (what is missing installed, nothing when all is
-/// there), the tests' own tools (`ci/install-test-deps.sh`), fmt, clippy (-D warnings), the CI's own lint (actionlint,
+/// `harness setup --yes --arch arm64` (what is missing installed, nothing
+/// when all is there), the tests' own tools (`ci/install-test-deps.sh`), fmt, clippy (-D warnings), the CI's own lint (actionlint,
 /// workflow schema, shellcheck), 20 s of fuzzing, `harness kernel build
 /// 7.3`, then all tests with real VMs enabled, on Debian's kernels and on
 /// `source:7.3`, and the real-kernel-tree configuration tests.
 pub fn run(sh: &Shell) -> Result<()> {
     // QEMU (from backports where the release's is too old for TCG),
     // virtiofsd, gpgv and the keyring, static glibc, the kernel build
-    // tools: a fresh machine gets them here, a ready one is told so.
-    cmd!(sh, "cargo run --quiet -p harness -- setup --yes").run()?;
+    // tools, and arm64 guests' QEMU, firmware and cross toolchain: a fresh
+    // machine gets them here, a ready one is told so. The builds below
+    // rerun the harness' build script (apt's database changed), which then
+    // embeds the arm64 guest binaries.
+    cmd!(
+        sh,
+        "cargo run --quiet -p harness -- setup --yes --arch arm64"
+    )
+    .run()?;
     // What only the tests need (headless Chromium for the HTML report's
     // browser test): the CI's dependency, not the users', so not `setup`'s.
     cmd!(sh, "bash ci/install-test-deps.sh").run()?;

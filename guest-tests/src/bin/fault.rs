@@ -454,7 +454,8 @@ fn fake_console() -> i32 {
     0
 }
 
-// userfaultfd ABI (linux/userfaultfd.h), x86-64.
+// userfaultfd ABI (linux/userfaultfd.h): the same on x86-64 and arm64
+// (both use the asm-generic ioctl encoding and LP64 structs).
 const UFFD_API: u64 = 0xaa;
 const UFFDIO_API: libc::c_ulong = 0xc018_aa3f;
 const UFFDIO_REGISTER: libc::c_ulong = 0xc020_aa00;

@@ -83,8 +83,9 @@ use std::time::{Duration, Instant};
 
 // ---- the robust list in memory --------------------------------------------
 
-/// `struct robust_list_head` (x86_64): `list.next` at 0, `futex_offset`
-/// at 8, `list_op_pending` at 16.
+/// `struct robust_list_head` on a 64-bit kernel (x86-64 and arm64 alike:
+/// LP64, 8-byte pointers and `long`): `list.next` at 0, `futex_offset` at
+/// 8, `list_op_pending` at 16.
 const HEAD_LEN: usize = 24;
 /// The gate the owner waits on before it exits (a u32 after the head).
 const GATE: usize = 32;

@@ -4,11 +4,15 @@
 //! version, KVM, virtiofsd, the Debian mirror, the cache), [`rows`] judges
 //! them (pure), and [`missing_for_default_run`] says what stops
 //! `harness run --kernel debian:7.3.4 --suite smoke`. `harness setup`
-//! ([`crate::setup`]) plans its installs from the same facts.
+//! ([`crate::setup`]) plans its installs from the same facts. The arm64
+//! rows (QEMU's aarch64 emulator, the cross toolchain the build embeds the
+//! arm64 guest binaries with, the firmware) say "arm64 guests only" and
+//! never stop the default run.
 
 pub mod os;
 pub mod probe;
 
+use crate::arch::Arch;
 use crate::host::{self, Kvm, Qemu};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -18,6 +22,8 @@ pub use probe::{probe, Probe};
 
 /// The Debian/Ubuntu package of `qemu-system-x86_64`.
 pub const QEMU_PACKAGE: &str = "qemu-system-x86";
+/// The Debian/Ubuntu package of `qemu-system-aarch64`.
+pub const QEMU_ARM64_PACKAGE: &str = "qemu-system-arm";
 /// The virtiofsd release `harness setup` builds where no package has it.
 pub const VIRTIOFSD_VERSION: &str = "1.14.0";
 /// Below this much free space in the cache a Debian kernel may not fit.
@@ -57,6 +63,8 @@ pub enum Need {
     KernelBuilds,
     /// `--share` and the per-cell artifacts share.
     Shares,
+    /// arm64 guests (`--arch arm64`) only: never the default run.
+    Arm64Guests,
     /// Runs work without it, less well (unverified downloads, TCG).
     Recommended,
     /// Used when present.
@@ -70,6 +78,7 @@ impl Need {
             Need::DefaultRun => "every run",
             Need::KernelBuilds => "source kernels",
             Need::Shares => "shares",
+            Need::Arm64Guests => "arm64 guests only",
             Need::Recommended => "recommended",
             Need::Optional => "optional",
         }
@@ -146,9 +155,24 @@ pub const VIRTIOFSD_BUILD_DEPS: &[Requirement] = &[
     req("libseccomp headers", Check::File("/usr/include/seccomp.h"), "libseccomp-dev", Need::Shares, "building virtiofsd"),
 ];
 
+/// What arm64 guests need besides QEMU's aarch64 emulator and an aarch64
+/// Rust std (rows of their own): the cross linker and static glibc the
+/// build script links the arm64 guest binaries with, and the firmware of
+/// QEMU's `virt` machine. Paths as in `guestbin/cargo.rs`'s `ARM64`.
+#[rustfmt::skip]
+pub const ARM64_REQUIREMENTS: &[Requirement] = &[
+    req("aarch64 gcc", Check::Program("aarch64-linux-gnu-gcc"), "gcc-aarch64-linux-gnu", Need::Arm64Guests, "links the arm64 guest binaries when the harness is built"),
+    req("aarch64 libc.a", Check::File("/usr/aarch64-linux-gnu/lib/libc.a"), "libc6-dev-arm64-cross", Need::Arm64Guests, "glibc's static library for arm64: the arm64 guest binaries are static"),
+    req("arm64 UEFI firmware", Check::File(ARM64_FIRMWARE), "qemu-efi-aarch64", Need::Arm64Guests, "the firmware of QEMU's arm64 virt machine"),
+];
+
+/// The UEFI firmware of QEMU's arm64 `virt` machine (`qemu-efi-aarch64`).
+pub const ARM64_FIRMWARE: &str = "/usr/share/qemu-efi-aarch64/QEMU_EFI.fd";
+
 /// Programs looked up only for what they tell (`sudo` for setup, `cargo`
-/// for building virtiofsd), not shown as rows.
-pub const HELPERS: &[&str] = &["sudo", "cargo"];
+/// for building virtiofsd, `rustup` for adding the aarch64 std), not shown
+/// as rows.
+pub const HELPERS: &[&str] = &["sudo", "cargo", "rustup"];
 
 /// QEMU as found.
 #[derive(Debug, Clone)]
@@ -212,6 +236,16 @@ pub struct Facts {
     pub cache: Result<CacheFact, String>,
     /// Whether this process runs as root.
     pub is_root: bool,
+    /// `qemu-system-aarch64`.
+    pub qemu_arm64: QemuFact,
+    /// The directory holding an aarch64 Rust std the build can use, or
+    /// why there is none.
+    pub arm64_rust_std: Result<PathBuf, String>,
+    /// Where this harness's arm64 guest binaries come from (built in, or
+    /// `$HARNESS_GUEST_BIN_DIR_ARM64`), or why it has none.
+    pub arm64_guest_bins: Result<String, String>,
+    /// dpkg's foreign architectures (`/var/lib/dpkg/arch`).
+    pub foreign_archs: Vec<String>,
 }
 
 impl Facts {
@@ -225,15 +259,24 @@ impl Facts {
 
     /// QEMU's major version, when found.
     pub fn qemu_major(&self) -> Option<u32> {
-        match &self.qemu {
-            QemuFact::Found(q) => q.version.split('.').next()?.parse().ok(),
-            _ => None,
-        }
+        major(&self.qemu)
+    }
+
+    /// `qemu-system-aarch64`'s major version, when found.
+    pub fn qemu_arm64_major(&self) -> Option<u32> {
+        major(&self.qemu_arm64)
     }
 
     /// The release, when `harness setup` knows it.
     pub fn distro(&self) -> Option<Distro> {
         self.os.as_ref().and_then(|os| Distro::of(os).ok())
+    }
+}
+
+fn major(q: &QemuFact) -> Option<u32> {
+    match q {
+        QemuFact::Found(q) => q.version.split('.').next()?.parse().ok(),
+        _ => None,
     }
 }
 
@@ -302,7 +345,111 @@ pub fn rows(facts: &Facts) -> Vec<Row> {
     }
     out.push(virtiofsd_row(facts));
     out.extend(requirements.map(|r| requirement_row(facts, r)));
+    out.push(qemu_arm64_row(facts));
+    out.extend(
+        ARM64_REQUIREMENTS
+            .iter()
+            .map(|r| arm64_requirement_row(facts, r)),
+    );
+    out.push(arm64_rust_std_row(facts));
+    out.push(arm64_guest_bins_row(facts));
     out
+}
+
+/// How the arm64 rows' fixes end: setup installs them only when asked.
+const BY_SETUP_ARM64: &str = "(or `harness setup --arch arm64`)";
+
+fn arm64_requirement_row(facts: &Facts, r: &Requirement) -> Row {
+    let mut row = requirement_row(facts, r);
+    if let Some(fix) = row.fix.take() {
+        row.fix = Some(format!("{fix} {BY_SETUP_ARM64}"));
+    }
+    // Plain `harness setup` leaves them: its "still missing" is about x86.
+    row.by_setup = false;
+    row
+}
+
+fn qemu_arm64_row(facts: &Facts) -> Row {
+    let name = "QEMU (arm64)";
+    let row = |status, found: String| Row::new(name, status, Need::Arm64Guests, found);
+    let fix = |old: bool| {
+        let suite = facts.distro().and_then(|d| d.qemu_backports());
+        let how = match (suite, old) {
+            (Some(suite), _) => format!(
+                "add `deb <apt's Debian mirror> {suite} main` to apt's sources, then apt-get install -t {suite} {QEMU_ARM64_PACKAGE}"
+            ),
+            (None, false) => install_fix(facts, QEMU_ARM64_PACKAGE),
+            (None, true) => format!("install QEMU >= {}", host::RELIABLE_TCG_QEMU_MAJOR),
+        };
+        format!("{how} {BY_SETUP_ARM64}")
+    };
+    match &facts.qemu_arm64 {
+        QemuFact::Missing { binary } => {
+            row(Status::Missing, format!("no {binary} on PATH")).fix(fix(false))
+        }
+        QemuFact::Unusable { path, why } => row(
+            Status::Missing,
+            format!("{}: --version failed: {why}", path.display()),
+        )
+        .fix(fix(false)),
+        QemuFact::Found(q) => {
+            let found = format!("{}, QEMU {}", q.path.display(), q.version);
+            let major = facts.qemu_arm64_major().unwrap_or(0);
+            if major < host::MIN_QEMU_MAJOR {
+                row(
+                    Status::Missing,
+                    format!("{found}: need >= {}.0", host::MIN_QEMU_MAJOR),
+                )
+                .fix(fix(false))
+            } else if major < host::RELIABLE_TCG_QEMU_MAJOR && Arch::host() != Some(Arch::Arm64) {
+                // An arm64 guest on another host is always emulated.
+                row(
+                    Status::Warning,
+                    format!("{found}: arm64 guests run under TCG here, and QEMU < {} is unreliable there", host::RELIABLE_TCG_QEMU_MAJOR),
+                )
+                .fix(fix(true))
+            } else {
+                row(Status::Ok, found)
+            }
+        }
+    }
+}
+
+/// The fix for a missing aarch64 Rust std on this release.
+fn arm64_rust_std_fix(facts: &Facts) -> String {
+    let target = Arch::Arm64.rust_target();
+    match facts.distro().and_then(|d| d.arm64_rust_std_packages()) {
+        Some(packages) => format!(
+            "dpkg --add-architecture arm64 && apt-get update && apt-get install {} (or, where rustup can add targets, rustup target add {target}) {BY_SETUP_ARM64}",
+            packages.join(" ")
+        ),
+        None => format!("rustup target add {target} {BY_SETUP_ARM64}"),
+    }
+}
+
+fn arm64_rust_std_row(facts: &Facts) -> Row {
+    let name = "aarch64 Rust std";
+    match &facts.arm64_rust_std {
+        Ok(dir) => Row::new(
+            name,
+            Status::Ok,
+            Need::Arm64Guests,
+            dir.display().to_string(),
+        ),
+        Err(why) => Row::new(name, Status::Missing, Need::Arm64Guests, why.clone())
+            .fix(arm64_rust_std_fix(facts)),
+    }
+}
+
+fn arm64_guest_bins_row(facts: &Facts) -> Row {
+    let name = "arm64 guest binaries";
+    match &facts.arm64_guest_bins {
+        Ok(from) => Row::new(name, Status::Ok, Need::Arm64Guests, from.clone()),
+        Err(why) => Row::new(name, Status::Missing, Need::Arm64Guests, why.clone()).fix(format!(
+            "once the arm64 rows above are ok, build or install the harness again (`cargo build`, `cargo install --path harness`): its build embeds them; or set {} to a directory of static arm64 guest binaries",
+            crate::guestbin::GUEST_BIN_DIR_ARM64_ENV
+        )),
+    }
 }
 
 /// The rows that stop the default run (`harness run --kernel debian:7.3.4
@@ -517,7 +664,11 @@ pub(crate) mod tests {
     pub(crate) fn complete() -> Facts {
         let mut programs: BTreeMap<String, PathBuf> = BTreeMap::new();
         let mut files = BTreeSet::new();
-        for r in REQUIREMENTS.iter().chain(VIRTIOFSD_BUILD_DEPS) {
+        for r in REQUIREMENTS
+            .iter()
+            .chain(VIRTIOFSD_BUILD_DEPS)
+            .chain(ARM64_REQUIREMENTS)
+        {
             match r.check {
                 Check::Program(p) => {
                     programs.insert(p.into(), format!("/usr/bin/{p}").into());
@@ -551,6 +702,13 @@ pub(crate) mod tests {
                 free_bytes: Some(100 << 30),
             }),
             is_root: true,
+            qemu_arm64: QemuFact::Found(Qemu {
+                path: "/usr/bin/qemu-system-aarch64".into(),
+                version: "10.0.2".into(),
+            }),
+            arm64_rust_std: Ok("/usr/lib/rustlib/aarch64-unknown-linux-gnu/lib".into()),
+            arm64_guest_bins: Ok("built into this harness".into()),
+            foreign_archs: vec!["arm64".into()],
         }
     }
 
@@ -566,8 +724,12 @@ pub(crate) mod tests {
             assert_eq!(r.fix, None);
         }
         assert!(missing_for_default_run(&rows).is_empty());
-        // Every requirement, QEMU, KVM, virtiofsd, the mirror and the cache.
-        assert_eq!(rows.len(), REQUIREMENTS.len() + 5);
+        // Every requirement, QEMU, KVM, virtiofsd, the mirror and the cache;
+        // the arm64 ones, QEMU (arm64), the aarch64 std and the binaries.
+        assert_eq!(
+            rows.len(),
+            REQUIREMENTS.len() + 5 + ARM64_REQUIREMENTS.len() + 3
+        );
     }
 
     #[test]
@@ -660,5 +822,85 @@ pub(crate) mod tests {
         let c = row(&rows, "cache directory");
         assert_eq!(c.status, Status::Warning);
         assert!(c.found.contains("1.0 GiB free"), "{}", c.found);
+    }
+
+    #[test]
+    fn arm64_rows_never_stop_the_default_run() {
+        let mut f = complete();
+        f.qemu_arm64 = QemuFact::Missing {
+            binary: "qemu-system-aarch64".into(),
+        };
+        f.programs.remove("aarch64-linux-gnu-gcc");
+        f.files.clear();
+        f.files.insert(LIBC_A.into());
+        f.files
+            .insert(crate::kernel::archive::DEFAULT_KEYRING.into());
+        f.arm64_rust_std = Err("no aarch64 Rust std".into());
+        f.arm64_guest_bins = Err("this harness was built without them".into());
+        let rows = rows(&f);
+        let arm64: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.need == Need::Arm64Guests)
+            .collect();
+        let names: Vec<&str> = arm64.iter().map(|r| r.what.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "QEMU (arm64)",
+                "aarch64 gcc",
+                "aarch64 libc.a",
+                "arm64 UEFI firmware",
+                "aarch64 Rust std",
+                "arm64 guest binaries"
+            ]
+        );
+        for r in &arm64 {
+            assert_eq!(r.status, Status::Missing, "{r:?}");
+            assert_eq!(r.need.label(), "arm64 guests only");
+            assert!(!r.by_setup, "{r:?}");
+        }
+        assert!(missing_for_default_run(&rows).is_empty());
+        let fix = |w: &str| row(&rows, w).fix.clone().unwrap();
+        assert_eq!(
+            fix("aarch64 gcc"),
+            "apt-get install gcc-aarch64-linux-gnu (or `harness setup --arch arm64`)"
+        );
+        assert!(
+            fix("QEMU (arm64)").contains("apt-get install -t bookworm-backports qemu-system-arm")
+        );
+        assert!(fix("aarch64 Rust std").starts_with(
+            "dpkg --add-architecture arm64 && apt-get update && apt-get install rustc-web libstd-rust-web-dev:arm64"
+        ));
+        assert!(fix("arm64 guest binaries").contains("cargo install --path harness"));
+        // Ubuntu: rustup's std.
+        f.os = Some(OsRelease::parse("ID=ubuntu\nVERSION_ID=\"24.04\"\n"));
+        assert_eq!(
+            super::rows(&f)
+                .into_iter()
+                .find(|r| r.what == "aarch64 Rust std")
+                .unwrap()
+                .fix
+                .unwrap(),
+            "rustup target add aarch64-unknown-linux-gnu (or `harness setup --arch arm64`)"
+        );
+    }
+
+    #[test]
+    fn arm64_paths_are_the_builds() {
+        let t = crate::guestbin::cross_target(Arch::Arm64);
+        assert_eq!(
+            ARM64_REQUIREMENTS[0].check,
+            Check::Program(t.linker.unwrap())
+        );
+        assert_eq!(ARM64_REQUIREMENTS[1].check, Check::File(t.libc_a));
+        assert_eq!(QEMU_ARM64_PACKAGE, Arch::Arm64.qemu_package());
+        assert_eq!(QEMU_PACKAGE, Arch::X86_64.qemu_package());
+        for r in ARM64_REQUIREMENTS {
+            assert!(
+                r.package == "qemu-efi-aarch64" || t.packages.contains(&r.package),
+                "{}",
+                r.package
+            );
+        }
     }
 }

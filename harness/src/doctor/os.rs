@@ -144,6 +144,21 @@ impl Distro {
         matches!(self, Distro::Ubuntu { year, .. } if *year < 24)
     }
 
+    /// The packages of an aarch64 Rust std for Debian's `/usr/bin/rustc`
+    /// (`:arm64` ones: dpkg must have the arm64 architecture). Debian 12:
+    /// `rustc-web`, whose rustc is new enough for the workspace (measured);
+    /// later Debian: its own rustc. None on Ubuntu, whose arm64 packages
+    /// live in another archive: rustup's `target add` there.
+    pub fn arm64_rust_std_packages(&self) -> Option<&'static [&'static str]> {
+        match self {
+            Distro::Debian {
+                major: Some(12), ..
+            } => Some(&["rustc-web", "libstd-rust-web-dev:arm64"]),
+            Distro::Debian { .. } => Some(&["rustc", "libstd-rust-dev:arm64"]),
+            Distro::Ubuntu { .. } => None,
+        }
+    }
+
     /// Whether the archive has a `virtiofsd` package (Debian 13, Ubuntu
     /// 24.04 and later); elsewhere it is built with `cargo install`.
     pub fn packages_virtiofsd(&self) -> bool {
@@ -202,5 +217,14 @@ mod tests {
         }
         let sid = Distro::of(&OsRelease::parse("ID=debian\n")).unwrap();
         assert!(sid.packages_virtiofsd() && sid.qemu_backports().is_none());
+        assert_eq!(
+            bookworm.arm64_rust_std_packages(),
+            Some(&["rustc-web", "libstd-rust-web-dev:arm64"][..])
+        );
+        assert_eq!(
+            trixie.arm64_rust_std_packages(),
+            Some(&["rustc", "libstd-rust-dev:arm64"][..])
+        );
+        assert_eq!(noble.arm64_rust_std_packages(), None);
     }
 }

@@ -5,9 +5,11 @@
 //! a directory of stub executables and an empty prefix.
 
 use super::{
-    CacheFact, Check, Facts, MirrorFact, OsRelease, QemuFact, HELPERS, REQUIREMENTS,
-    VIRTIOFSD_BUILD_DEPS,
+    CacheFact, Check, Facts, MirrorFact, OsRelease, QemuFact, ARM64_REQUIREMENTS, HELPERS,
+    REQUIREMENTS, VIRTIOFSD_BUILD_DEPS,
 };
+use crate::arch::Arch;
+use crate::guestbin;
 use crate::host::{self, Kvm, Qemu};
 use crate::kernel::archive::{DebianMirror, MirrorOrigin, MIRROR_ENV};
 use std::ffi::OsString;
@@ -28,6 +30,9 @@ pub struct Probe {
     pub prefix: PathBuf,
     /// The QEMU binary: `$HARNESS_QEMU`, else `qemu-system-x86_64`.
     pub qemu: String,
+    /// Where this harness's arm64 guest binaries come from, or why it
+    /// has none (a fact of this binary and its environment).
+    pub arm64_guest_bins: Result<String, String>,
     /// Finds virtiofsd (on the host: [`crate::share::find_virtiofsd`]).
     pub virtiofsd: fn(&Probe) -> Result<PathBuf, String>,
     /// Probes KVM (on the host: [`host::probe_kvm`]).
@@ -49,6 +54,7 @@ impl Probe {
             path: std::env::var_os("PATH").unwrap_or_default(),
             prefix: "/".into(),
             qemu: std::env::var("HARNESS_QEMU").unwrap_or_else(|_| "qemu-system-x86_64".into()),
+            arm64_guest_bins: arm64_guest_bins(),
             virtiofsd: |_| crate::share::find_virtiofsd(),
             kvm: host::probe_kvm,
             mirror_env: std::env::var(MIRROR_ENV).ok(),
@@ -69,6 +75,7 @@ impl Probe {
             path: bin.as_os_str().to_owned(),
             prefix: prefix.to_path_buf(),
             qemu: "qemu-system-x86_64".into(),
+            arm64_guest_bins: arm64_guest_bins(),
             virtiofsd: |p| {
                 p.which("virtiofsd")
                     .ok_or_else(|| "no virtiofsd on PATH".to_string())
@@ -101,6 +108,62 @@ impl Probe {
     }
 }
 
+/// `$HARNESS_GUEST_BIN_DIR_ARM64`, else the set built in, else why none.
+fn arm64_guest_bins() -> Result<String, String> {
+    let env = guestbin::GUEST_BIN_DIR_ARM64_ENV;
+    match std::env::var_os(env).filter(|d| !d.is_empty()) {
+        Some(dir) => Ok(format!("${env}={}", Path::new(&dir).display())),
+        None if guestbin::built_in(Arch::Arm64) => Ok(format!(
+            "built into this harness ({} binaries)",
+            guestbin::embedded_for(Arch::Arm64).files.len()
+        )),
+        None => {
+            Err("this harness was built without them (no arm64 toolchain when it was built)".into())
+        }
+    }
+}
+
+/// An aarch64 Rust std the guest build can use: in the sysroot of the
+/// `rustc` on `PATH` (rustup after `target add`), else Debian's beside
+/// `/usr/bin/rustc` (the build script's order).
+fn arm64_rust_std(p: &Probe) -> Result<PathBuf, String> {
+    let t = guestbin::cross_target(Arch::Arm64);
+    let rustc = p.which("rustc");
+    if let Some(dir) = rustc
+        .as_deref()
+        .and_then(|r| guestbin::target_libdir(r, t.triple))
+        .filter(|d| guestbin::has_std(d))
+    {
+        return Ok(dir);
+    }
+    let debian = p.file(t.debian_libdir);
+    if p.file(guestbin::DEBIAN_RUSTC).is_file() && guestbin::has_std(&debian) {
+        return Ok(debian);
+    }
+    let first = match rustc {
+        Some(r) => format!("not in the sysroot of {}", r.display()),
+        None => "no rustc on PATH".to_string(),
+    };
+    Err(format!(
+        "no {} std: {first}, nor {} with {}",
+        t.triple,
+        guestbin::DEBIAN_RUSTC,
+        t.debian_libdir
+    ))
+}
+
+/// dpkg's foreign architectures: `<prefix>/var/lib/dpkg/arch` lists every
+/// architecture added, the native one first.
+fn foreign_archs(p: &Probe) -> Vec<String> {
+    std::fs::read_to_string(p.file("/var/lib/dpkg/arch"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
@@ -112,6 +175,7 @@ pub fn probe(p: &Probe) -> Facts {
     let names = REQUIREMENTS
         .iter()
         .chain(VIRTIOFSD_BUILD_DEPS)
+        .chain(ARM64_REQUIREMENTS)
         .map(|r| r.check);
     for check in names.chain(HELPERS.iter().map(|h| Check::Program(h))) {
         match check {
@@ -129,7 +193,11 @@ pub fn probe(p: &Probe) -> Facts {
     }
     Facts {
         os: OsRelease::read(&p.prefix),
-        qemu: qemu(p),
+        qemu: qemu(p, &p.qemu),
+        qemu_arm64: qemu(p, Arch::Arm64.qemu_binary()),
+        arm64_rust_std: arm64_rust_std(p),
+        arm64_guest_bins: p.arm64_guest_bins.clone(),
+        foreign_archs: foreign_archs(p),
         kvm: (p.kvm)(),
         virtiofsd: (p.virtiofsd)(p),
         programs,
@@ -140,15 +208,15 @@ pub fn probe(p: &Probe) -> Facts {
     }
 }
 
-fn qemu(p: &Probe) -> QemuFact {
-    let found = if p.qemu.contains('/') {
-        Some(PathBuf::from(&p.qemu)).filter(|q| is_executable(q))
+fn qemu(p: &Probe, binary: &str) -> QemuFact {
+    let found = if binary.contains('/') {
+        Some(PathBuf::from(binary)).filter(|q| is_executable(q))
     } else {
-        p.which(&p.qemu)
+        p.which(binary)
     };
     let Some(path) = found else {
         return QemuFact::Missing {
-            binary: p.qemu.clone(),
+            binary: binary.to_string(),
         };
     };
     let out = match std::process::Command::new(&path)
@@ -261,6 +329,8 @@ mod tests {
         std::fs::write(bin.join("flex"), "").unwrap();
         std::fs::create_dir_all(d.path().join("usr/include")).unwrap();
         std::fs::write(d.path().join("usr/include/libelf.h"), "").unwrap();
+        std::fs::create_dir_all(d.path().join("var/lib/dpkg")).unwrap();
+        std::fs::write(d.path().join("var/lib/dpkg/arch"), "amd64\narm64\n").unwrap();
         let mut p = Probe::stubs(&bin, d.path()).offline();
         p.mirror_env = Some("http://127.0.0.1:9/debian".into());
         let f = probe(&p);
@@ -269,6 +339,9 @@ mod tests {
         assert!(f.has(Check::File("/usr/include/libelf.h")));
         assert!(!f.has(Check::File(super::super::LIBC_A)));
         assert!(matches!(f.qemu, QemuFact::Missing { .. }));
+        assert!(matches!(f.qemu_arm64, QemuFact::Missing { .. }));
+        assert!(f.arm64_rust_std.is_err());
+        assert_eq!(f.foreign_archs, ["amd64", "arm64"]);
         assert_eq!(f.os, None);
         let m = f.mirror.unwrap();
         assert_eq!(
