@@ -151,15 +151,26 @@ fn debian(v: &str, arch: crate::arch::Arch, mirror: Option<&str>, cache: &Cache)
 
 /// The guest binaries where a run would unpack them (nothing is written).
 pub fn guest_bins(cache: &Cache) -> (GuestBins, Option<String>) {
-    if let Some(dir) = std::env::var_os(crate::guestbin::GUEST_BIN_DIR_ENV) {
-        return (GuestBins::planned(PathBuf::from(dir)), None);
+    guest_bins_for(cache, crate::arch::Arch::X86_64)
+}
+
+/// [`guest_bins`] of `arch`: its directory variable, else where the
+/// embedded set would be unpacked, else what is missing.
+pub fn guest_bins_for(cache: &Cache, arch: crate::arch::Arch) -> (GuestBins, Option<String>) {
+    if let Some(dir) = std::env::var_os(crate::guestbin::bin_dir_env(arch)) {
+        return (GuestBins::planned_for(PathBuf::from(dir), arch), None);
     }
-    let dir = cache
-        .path("guest-bins")
-        .join(crate::guestbin::embedded().hash);
-    let would =
-        (!dir.is_dir()).then(|| format!("unpack the guest binaries into {}", dir.display()));
-    (GuestBins::planned(dir), would)
+    match crate::guestbin::embedded_dir(cache, arch) {
+        Ok(dir) => {
+            let would = (!dir.is_dir())
+                .then(|| format!("unpack the {arch} guest binaries into {}", dir.display()));
+            (GuestBins::planned_for(dir, arch), would)
+        }
+        Err(e) => (
+            GuestBins::planned_for(cache.path("guest-bins").join("<none>"), arch),
+            Some(format!("fail: {e}")),
+        ),
+    }
 }
 
 /// QEMU as a run would find it, or its name when this host has none.

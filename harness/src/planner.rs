@@ -119,10 +119,8 @@ impl Session {
         if let Some(b) = self.arch_bins.get(&arch) {
             return Ok(b.clone());
         }
-        // SHIM until guestbin embeds other architectures' binaries.
-        let dir = std::env::var_os("HARNESS_GUEST_BIN_DIR_ARM64")
-            .ok_or_else(|| Error::infra(format!("no {arch} guest binaries")))?;
-        let bins = GuestBins::planned(dir.into());
+        let bins = join(tokio::task::spawn_blocking(move || GuestBins::locate_for(arch)).await)?
+            .map_err(Error::infra)?;
         let bins = Arc::new(bins);
         self.arch_bins.insert(arch, bins.clone());
         Ok(bins)

@@ -620,7 +620,12 @@ fn junit_merge_is_lossless() {
 }
 
 fn e_of(m: &harness::matrix::Matrix, name: &str) -> String {
-    m.kernels.iter().find(|k| k.name == name).unwrap().expect.encode()
+    m.kernels
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap()
+        .expect
+        .encode()
 }
 
 #[test]
@@ -657,7 +662,11 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
     // and the race-fix build's futex suite on 2n4c and 2n9c; arm64's
     // Debian 7.3 on 1n2c, 2n2c and 2n4c with smoke and futex.
     assert_eq!(m.cells.len(), 9 * 4 * 2 + 2 * 2 + 3 + 2 + 3 * 2);
-    let arm = m.kernels.iter().find(|k| k.name == "debian-7.3-arm64").unwrap();
+    let arm = m
+        .kernels
+        .iter()
+        .find(|k| k.name == "debian-7.3-arm64")
+        .unwrap();
     assert_eq!(arm.arch, harness::arch::Arch::Arm64);
     assert_eq!(arm.expect.encode(), e_of(&m, "debian-7.3"));
     let imm = m

@@ -24,6 +24,7 @@ pub fn plan(
     let cache = Cache::from_env().map_err(Error::infra)?;
     let (qemu, qemu_note) = crate::dry_run::qemu();
     let (bins, unpack) = crate::dry_run::guest_bins(&cache);
+    let mut notes: Vec<String> = Vec::new();
     let kvm = crate::host::probe_kvm();
     let mut would: Vec<String> = Vec::new();
     let mut add = |w: String| {
@@ -35,7 +36,12 @@ pub fn plan(
     for &c in cells {
         let cell = &m.cells[c];
         let kernel = &m.kernels[cell.kernel];
-        let k = crate::dry_run::kernel(&kernel.spec, opts.debian_mirror.as_deref(), &cache);
+        let k = crate::dry_run::kernel_for(
+            &kernel.spec,
+            kernel.arch,
+            opts.debian_mirror.as_deref(),
+            &cache,
+        );
         for w in &k.would {
             add(format!("{w} (kernel {})", kernel.name));
         }
@@ -50,7 +56,8 @@ pub fn plan(
             }
             _ => m.suite_tests(cell),
         };
-        let (accel, _) = crate::host::choose_accel(cell.accel, &kvm).map_err(Error::infra)?;
+        let (accel, _) =
+            crate::host::choose_accel_for(cell.accel, &kvm, kernel.arch).map_err(Error::infra)?;
         let topo = &m.topologies[cell.topology];
         let out_dir = cell_dir(&opts.out_dir, &cell.name);
         let mut req = CellRequest::new(
@@ -64,6 +71,7 @@ pub fn plan(
             out_dir.clone(),
         );
         req.name = cell.name.clone();
+        req.arch = kernel.arch;
         req.kernel_name = kernel.name.clone();
         req.tcg_thread = opts.tcg_thread;
         req.cmdline = cell.cmdline.clone();
@@ -73,14 +81,27 @@ pub fn plan(
         req.test_glob = opts.test_glob.clone();
         req.known_failures = suite.known_failures.clone();
         let planned = crate::planner::cell(0, req);
-        let text =
-            crate::cell::bootplan::planned(&planned.spec, &qemu, &bins).map_err(Error::infra)?;
+        let text = if kernel.arch == crate::arch::Arch::X86_64 {
+            crate::cell::bootplan::planned(&planned.spec, &qemu, &bins)
+        } else {
+            let (q, q_note) = crate::dry_run::qemu_for(kernel.arch);
+            let (b, b_note) = crate::dry_run::guest_bins_for(&cache, kernel.arch);
+            for n in q_note.into_iter().chain(b_note) {
+                if !notes.contains(&n) {
+                    notes.push(n);
+                }
+            }
+            crate::cell::bootplan::planned(&planned.spec, &q, &b)
+        }
+        .map_err(Error::infra)?;
         let _ = writeln!(
             plans,
             "\nwould write: {} (console.log, results.ktap, junit.xml, qemu-argv.txt)",
             out_dir.display()
         );
-        if !cell.shares.is_empty() || cell.artifacts {
+        if kernel.arch != crate::arch::Arch::X86_64 {
+            let _ = writeln!(plans, "shares: none (shares are x86-64 only so far)");
+        } else if !cell.shares.is_empty() || cell.artifacts {
             let _ = writeln!(
                 plans,
                 "shares: {} (decided at run time, with virtiofsd and the kernel's virtiofs support)",
@@ -99,6 +120,13 @@ pub fn plan(
     }
     if let Some(u) = unpack {
         add(u);
+    }
+    for n in notes {
+        match n.strip_prefix("fail: ") {
+            Some(why) => add(format!("fail: {why}")),
+            None if n.starts_with("unpack ") => add(n),
+            None => add(format!("note: {n}")),
+        }
     }
     let mut s = format!(
         "dry run: nothing was fetched, built, written or started\n{} cells\n",

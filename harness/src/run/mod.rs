@@ -263,7 +263,7 @@ fn dry_run(
         crate::suite::builtin(&args.suite, expect.as_deref()).map_err(Error::usage)?
     };
     tests.extend(user_tests);
-    let (bins, unpack) = dry_run::guest_bins(&cache);
+    let (bins, unpack) = dry_run::guest_bins_for(&cache, args.arch);
     would.extend(unpack);
     let debug = args.debug.planned(&args.out);
     if let Some(busybox) = &debug.busybox {

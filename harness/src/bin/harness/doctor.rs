@@ -36,7 +36,7 @@ pub struct SetupArgs {
     /// Also install what guests of this architecture need (`arm64`: QEMU's
     /// aarch64 emulator, its firmware, the cross toolchain the harness'
     /// build embeds the arm64 guest binaries with). Repeatable.
-    #[arg(long = "arch", value_name = "ARCH")]
+    #[arg(long = "arch", value_name = "ARCH", value_parser = harness::args::arch_parser())]
     arch: Vec<harness::arch::Arch>,
 }
 
