@@ -13,6 +13,9 @@
 //! Options: `--kernel SPEC` (default debian:7.3.4), `--topology SPEC`
 //! (default nodes=1,cpus=2,mem=512M), `--runs N` (default 5),
 //! `--out DIR` (default target/bench). Accel: TCG unless `--accel kvm`.
+//! `--arch arm64` (bench-boot): also `harness run --arch arm64` of the same
+//! kernel version and topology, interleaved with the others, and its
+//! median over the x86-64 harness run's (the arm64/x86-64 ratio).
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -26,6 +29,8 @@ struct Opts {
     runs: usize,
     out: PathBuf,
     accel: String,
+    /// Other architectures whose harness runs are measured too.
+    arches: Vec<String>,
 }
 
 fn opts(args: &[String], root: &Path) -> Result<Opts> {
@@ -35,6 +40,7 @@ fn opts(args: &[String], root: &Path) -> Result<Opts> {
         runs: 5,
         out: root.join("target").join("bench"),
         accel: "tcg".into(),
+        arches: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -45,6 +51,11 @@ fn opts(args: &[String], root: &Path) -> Result<Opts> {
             "--runs" => o.runs = v()?.parse().context("--runs")?,
             "--out" => o.out = v()?.into(),
             "--accel" => o.accel = v()?,
+            "--arch" => match v()?.as_str() {
+                "x86_64" => {}
+                "arm64" => o.arches.push("arm64".into()),
+                other => bail!("--arch {other:?}: expected x86_64 or arm64"),
+            },
             other => bail!("unknown option {other:?}"),
         }
     }
@@ -141,14 +152,25 @@ fn build_harness(sh: &Shell, root: &Path) -> Result<PathBuf> {
 }
 
 fn harness_contender(harness: PathBuf, o: &Opts, out: PathBuf) -> Contender {
+    arch_contender(harness, o, out, "x86_64")
+}
+
+/// `harness run --arch ARCH` of the kernel and topology: `harness` for
+/// x86-64, `harness-arm64` for arm64.
+fn arch_contender(harness: PathBuf, o: &Opts, out: PathBuf, arch: &'static str) -> Contender {
     let (k, t, accel) = (o.kernel.clone(), o.topology.clone(), o.accel.clone());
     Contender {
-        name: "harness",
-        what: format!("harness run --kernel {k} --topology {t} --suite none --accel {accel}"),
+        name: match arch {
+            "arm64" => "harness-arm64",
+            _ => "harness",
+        },
+        what: format!(
+            "harness run --arch {arch} --kernel {k} --topology {t} --suite none --accel {accel}"
+        ),
         run: Box::new(move |log| {
             let mut c = Command::new(&harness);
-            c.args(["run", "--kernel", &k, "--topology", &t, "--suite", "none"])
-                .args(["--accel", &accel, "--out"])
+            c.args(["run", "--arch", arch, "--kernel", &k, "--topology", &t])
+                .args(["--suite", "none", "--accel", &accel, "--out"])
                 .arg(&out);
             let (secs, code, text) = timed(c, Duration::from_secs(300), log)?;
             let ok = code == 0 && text.contains("passed, 0 failed");
@@ -325,7 +347,7 @@ fn measure(o: &Opts, contenders: &[Contender], name: &str) -> Result<()> {
         o.kernel, o.topology, o.accel, o.runs
     );
     table += &format!(
-        "{:<10} {:>9} {:>9} {:>9} {:>8}  {}\n",
+        "{:<13} {:>9} {:>9} {:>9} {:>8}  {}\n",
         "contender", "median s", "min s", "max s", "x bare", "result"
     );
     let mut json_rows = Vec::new();
@@ -348,7 +370,7 @@ fn measure(o: &Opts, contenders: &[Contender], name: &str) -> Result<()> {
             )
         };
         table += &format!(
-            "{:<10} {:>9.2} {:>9.2} {:>9.2} {:>7.2}x  {}\n",
+            "{:<13} {:>9.2} {:>9.2} {:>9.2} {:>7.2}x  {}\n",
             c.name,
             med,
             min,
@@ -367,12 +389,29 @@ fn measure(o: &Opts, contenders: &[Contender], name: &str) -> Result<()> {
             s.iter().find(|x| !x.ok).map(|x| x.note.clone()).unwrap_or_default()
         ));
     }
+    // Other architectures against the x86-64 harness run of this invocation.
+    let med_of = |n: &str| {
+        contenders
+            .iter()
+            .position(|c| c.name == n)
+            .map(|i| median(&samples[i].iter().map(|s| s.secs).collect::<Vec<_>>()))
+    };
+    let mut arch_ratio = String::new();
+    if let (Some(x86), Some(arm)) = (med_of("harness"), med_of("harness-arm64")) {
+        if x86 > 0.0 {
+            table += &format!(
+                "arm64 / x86_64 boot-to-result (harness-arm64 / harness medians): {:.2}x\n",
+                arm / x86
+            );
+            arch_ratio = format!(",\"arm64_over_x86_64\":{:.3}", arm / x86);
+        }
+    }
     print!("{table}");
     std::fs::write(o.out.join(format!("{name}.txt")), &table)?;
     std::fs::write(
         o.out.join(format!("{name}.json")),
         format!(
-            "{{\"kernel\":{:?},\"topology\":{:?},\"accel\":{:?},\"runs\":{},\"rows\":[\n{}\n]}}\n",
+            "{{\"kernel\":{:?},\"topology\":{:?},\"accel\":{:?},\"runs\":{}{arch_ratio},\"rows\":[\n{}\n]}}\n",
             o.kernel,
             o.topology,
             o.accel,
@@ -450,7 +489,17 @@ pub fn boot(sh: &Shell, root: &Path, args: &[String]) -> Result<()> {
         eprintln!("xtask: bench-boot uses at least 5 runs");
         o.runs = 5;
     }
-    let (contenders, _) = common(sh, root, &o)?;
+    let (mut contenders, _) = common(sh, root, &o)?;
+    if o.arches.iter().any(|a| a == "arm64") {
+        let harness = root.join("target").join("release").join("harness");
+        let arm = arch_contender(harness, &o, o.out.join("harness-out"), "arm64");
+        // Warm-up: the arm64 kernel fetched, its guest binaries unpacked.
+        let w = (arm.run)(&o.out.join("warmup-arm64.log"))?;
+        if !w.ok {
+            bail!("the arm64 warm-up run produced no result: {}", w.note);
+        }
+        contenders.push(arm);
+    }
     measure(&o, &contenders, "boot")
 }
 

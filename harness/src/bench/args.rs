@@ -55,6 +55,10 @@ pub struct BenchArgs {
     /// Accelerator.
     #[arg(long, value_enum, default_value_t = AccelChoice::Auto)]
     pub accel: AccelChoice,
+    /// The guest architecture (Debian's kernel of it, its QEMU and guest
+    /// binaries).
+    #[arg(long, value_parser = crate::args::arch_parser(), default_value_t = crate::arch::Arch::host_or_default())]
+    pub arch: crate::arch::Arch,
     /// Debian mirror for `debian:` kernels.
     #[arg(long, value_name = "URL")]
     pub debian_mirror: Option<String>,

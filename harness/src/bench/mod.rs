@@ -184,6 +184,13 @@ pub async fn run(
     // or booted.
     for (_, spec) in &kernels {
         crate::planner::check_kernel(spec)?;
+        crate::planner::check_arch(a.arch, spec, "bench", false, false)?;
+    }
+    if a.arch != crate::arch::Arch::X86_64 && a.emit_bare.is_some() {
+        return Err(BenchError::Usage(format!(
+            "--emit-bare: the bare boot is x86-64's (isa-debug-exit ends it), not {}",
+            a.arch
+        )));
     }
     for (_, topo) in &topologies {
         let (_, names) = guest_args(&a, topo.nodes().len())?;
@@ -197,8 +204,11 @@ pub async fn run(
     if let Some(e) = &a.expect {
         crate::planner::check_expect(e)?;
     }
-    for (_, topo) in &topologies {
+    for (spec, topo) in &topologies {
         crate::planner::check_host_memory(topo)?;
+        if let Some(why) = crate::planner::arch_topology_refusal(a.arch, topo) {
+            return Err(BenchError::Usage(format!("--topology {spec}: {why}")));
+        }
     }
     crate::planner::check_mirror(a.debian_mirror.as_deref())?;
     if a.emit_bare.is_some() {
@@ -206,7 +216,7 @@ pub async fn run(
     }
     let t0 = std::time::Instant::now();
     let mut session = Session::open(a.debian_mirror.clone(), reporters).await?;
-    let (accel, note) = session.accel(a.accel).map_err(infra)?;
+    let (accel, note) = session.accel_for(a.accel, a.arch).map_err(infra)?;
     if let Some(n) = note {
         reporters.step(&n).map_err(infra)?;
     }
@@ -305,7 +315,7 @@ pub async fn run(
                 extra_tests: Vec::new(),
                 expect: crate::prepare::ExpectWant::Given(expect),
                 accel: a.accel,
-                arch: crate::arch::Arch::X86_64,
+                arch: a.arch,
                 shares: Default::default(),
                 known_failures: Vec::new(),
                 out_dir,
