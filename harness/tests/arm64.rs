@@ -3,10 +3,12 @@
 //! guest's `uname -m`, the declared distances read back by the topology
 //! check) and the futex suite (every case passes, or skips for a reason
 //! that names the topology). Only with `HARNESS_VM_TESTS=1`, like every
-//! VM test. The kernel is `$HARNESS_TEST_KERNEL_ARM64` (default
+//! VM test (the smoke cell's KCIDB document checked by KernelCI's
+//! validator). The kernel is `$HARNESS_TEST_KERNEL_ARM64` (default
 //! `debian:7.3.4`).
 
 mod common;
+mod kcidb_common;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -18,11 +20,14 @@ fn kernel() -> String {
 /// `harness run --arch arm64` of `suite` at `topology`, JSON results in `dir`.
 fn run_arm64(dir: &Path, topology: &str, suite: &str) -> (Output, serde_json::Value) {
     let json = dir.join("results.json");
+    let kcidb = dir.join("kcidb.json");
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["run", "--arch", "arm64", "--kernel", &kernel()])
         .args(["--topology", topology, "--suite", suite])
         .arg("--json")
         .arg(&json)
+        .args(["--origin", "futex_harness", "--kcidb"])
+        .arg(&kcidb)
         .arg("--out")
         .arg(dir.join("out"))
         .stdin(Stdio::null())
@@ -72,6 +77,12 @@ fn arm64_smoke_at_two_nodes_is_aarch64_with_the_declared_topology() {
     assert_eq!(out.status.code(), Some(0), "{all}");
     let cell = &results["cells"][0];
     assert_eq!(cell["arch"], "arm64", "{cell}");
+    // KCIDB names the build's architecture, and KernelCI's validator
+    // takes the document.
+    let kcidb = std::fs::read(dir.path().join("kcidb.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&kcidb).unwrap();
+    assert_eq!(doc["builds"][0]["architecture"], "arm64", "{doc}");
+    kcidb_common::validate(&kcidb);
     assert_eq!(cell["kernel_facts"]["arch"], "arm64", "{cell}");
     let name = cell["name"].as_str().unwrap_or("");
     assert!(name.starts_with("debian-7.3.4-arm64/"), "{name}");

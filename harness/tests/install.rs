@@ -1,7 +1,8 @@
 //! `cargo install` gives a harness that works without the checkout: built
 //! into a temporary root, run from an empty directory with no `HARNESS_*`
 //! or `CARGO_*` variables, it lists the shipped kernel definitions and the
-//! built-in matrix, and boots Debian's kernel through the smoke suite.
+//! built-in matrix, and boots Debian's kernel through the smoke suite, on
+//! x86-64 and on arm64 (the embedded arm64 guest binaries).
 //! Real VM (`HARNESS_VM_TESTS=1`); the install reuses this build's target
 //! directory (release profile), so it is incremental after the first time.
 
@@ -119,4 +120,33 @@ fn installed_harness_runs_without_the_checkout() {
     let cases = common::parse_junit(&xml);
     assert!(!cases.is_empty(), "{xml}");
     assert!(cases.iter().all(|c| c.failure.is_none()), "{xml}");
+
+    // An arm64 cell from the same empty directory: Debian's arm64 kernel
+    // and the arm64 guest binaries embedded in the installed binary.
+    let junit = elsewhere.path().join("junit-arm64.xml");
+    let start = Instant::now();
+    let (out, text) = installed(&[
+        os("run"),
+        os("--arch"),
+        os("arm64"),
+        os("--kernel"),
+        os("debian:7.3.4"),
+        os("--suite"),
+        os("smoke"),
+        os("--junit"),
+        junit.as_os_str(),
+    ]);
+    eprintln!("harness run --arch arm64 took {:.1?}", start.elapsed());
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let xml = std::fs::read_to_string(&junit).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let cases = common::parse_junit(&xml);
+    assert!(
+        cases.iter().any(|c| c.name == "smoke/machine")
+            && cases.iter().all(|c| c.failure.is_none()),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"<property name="arch" value="arm64"/>"#),
+        "{xml}"
+    );
 }
