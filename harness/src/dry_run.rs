@@ -162,8 +162,12 @@ pub fn guest_bins_for(cache: &Cache, arch: crate::arch::Arch) -> (GuestBins, Opt
     }
     match crate::guestbin::embedded_dir(cache, arch) {
         Ok(dir) => {
+            let which = match arch {
+                crate::arch::Arch::X86_64 => String::new(),
+                a => format!("{a} "),
+            };
             let would = (!dir.is_dir())
-                .then(|| format!("unpack the {arch} guest binaries into {}", dir.display()));
+                .then(|| format!("unpack the {which}guest binaries into {}", dir.display()));
             (GuestBins::planned_for(dir, arch), would)
         }
         Err(e) => (
