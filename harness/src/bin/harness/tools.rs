@@ -210,8 +210,10 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                                 .join(" + "),
                             def.require.len()
                         );
-                        for (key, img, _) in build::cached_images(&cache, &name) {
-                            println!("    built {key}: {}", img.display());
+                        for arch in harness::arch::ALL {
+                            for (key, img, _) in build::cached_images_for(&cache, &name, arch) {
+                                println!("    built {key} ({arch}): {}", img.display());
+                            }
                         }
                     }
                     Err(e) => println!("{name}: INVALID: {e}"),
