@@ -1,24 +1,31 @@
 //! Building a kernel definition: base + patches + config fragments →
-//! bzImage, cached by content.
+//! a bootable image (x86-64 bzImage, arm64 `Image`), cached by content.
 //!
 //! Cache key = SHA-256 over the recipe version, the architecture, the base
 //! identity, the config base, every fragment and patch (name and content, in
 //! order), the requirements, extra make variables and the compiler and
-//! linker versions. Images live at `kbuild/images/<name>/<key>/bzImage`;
-//! the `.config`, the build log, `meta.json` and `vmlinux` (for gdb) beside it.
+//! linker versions. Images live at `kbuild/images/<name>/<key>/bzImage`
+//! (arm64: `kbuild/images/<name>@arm64/<key>/Image`); the `.config`, the
+//! build log, `meta.json` and `vmlinux` (for gdb) beside it.
 //!
 //! Builds run in a persistent per-definition work directory
-//! (`kbuild/work/<name>/{src,obj}`: a git work tree of the base and an
-//! out-of-tree object directory), so changing one patch rebuilds only what it
+//! (`kbuild/work/<name>/{src,obj}`, arm64 `kbuild/work/<name>@arm64/`: a
+//! git work tree of the base and an out-of-tree object directory; never
+//! shared between architectures), so changing one patch rebuilds only what it
 //! touches. Concurrency: the key's lock (a second run of the same key waits,
 //! then finds the image), then the work directory's lock. The image is
 //! copied into the cache with an atomic rename, bzImage last, so an
 //! interrupted build never leaves a cached image behind.
+//!
+//! arm64 is cross-compiled (`ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-`);
+//! x86-64 builds keep their make line (and so their ccache entries) as
+//! before arm64 existed.
 
+use crate::arch::Arch;
 use crate::kernel::cache::{sha256_hex, Cache, CacheError};
 use crate::kernel::config;
 use crate::kernel::debian::{DebianError, DebianMirror};
-use crate::kernel::definition::{Definition, Requirement};
+use crate::kernel::definition::{Definition, DefinitionError, Requirement};
 use crate::kernel::patch::{self, PatchError};
 use crate::kernel::source::{self, Base, SourceError};
 use std::fs::{self, File};
@@ -29,8 +36,33 @@ use std::time::{Duration, Instant};
 
 /// Bump when the build procedure changes what an image contains.
 pub const RECIPE: &str = "futex-harness-kbuild-1";
-/// The only architecture built.
+/// The x86-64 build's `ARCH=` and key `arch` (unchanged since x86-64 was
+/// the only architecture, so its cache keys still hit).
 pub const ARCH: &str = "x86_64";
+/// The cross-compiler prefix of arm64 builds (Debian's gcc-aarch64-linux-gnu).
+pub const ARM64_CROSS_COMPILE: &str = "aarch64-linux-gnu-";
+
+/// `ARCH=` of `arch`'s builds: x86-64 keeps `x86_64` (what it always
+/// passed; kbuild treats it as `x86` with 64-bit on).
+pub fn make_arch(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86_64 => ARCH,
+        Arch::Arm64 => arch.kbuild_arch(),
+    }
+}
+
+/// The `CROSS_COMPILE=` prefix of `arch`'s builds (none on x86-64).
+pub fn cross_compile(arch: Arch) -> Option<&'static str> {
+    match arch {
+        Arch::X86_64 => None,
+        Arch::Arm64 => Some(ARM64_CROSS_COMPILE),
+    }
+}
+
+/// The file name of a cached image of `arch` (`bzImage`, `Image`).
+pub fn image_name(arch: Arch) -> &'static str {
+    arch.kernel_image().rsplit('/').next().unwrap_or("bzImage")
+}
 
 /// Errors of a build.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +104,10 @@ pub enum BuildError {
     /// Debian mirror trouble.
     #[error(transparent)]
     Debian(#[from] DebianError),
+    /// An architecture's fragment variant could not be read (boxed: the
+    /// definition's errors are large and this one is rare).
+    #[error(transparent)]
+    Definition(Box<DefinitionError>),
     /// I/O.
     #[error("{action} {path}: {source}")]
     Io {
@@ -83,6 +119,12 @@ pub enum BuildError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<DefinitionError> for BuildError {
+    fn from(e: DefinitionError) -> Self {
+        BuildError::Definition(Box::new(e))
+    }
 }
 
 fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> BuildError + 'a {
@@ -98,7 +140,7 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
 pub struct KeyInputs {
     /// [`RECIPE`].
     pub recipe: String,
-    /// [`ARCH`].
+    /// [`ARCH`] or the other architecture's [`Arch::name`].
     pub arch: String,
     /// The base's identity.
     pub base: String,
@@ -117,8 +159,19 @@ pub struct KeyInputs {
 }
 
 impl KeyInputs {
-    /// The inputs of `def` on `base` with `toolchain`.
+    /// The inputs of `def` on `base` with `toolchain`, built for x86-64.
     pub fn new(def: &Definition, base_identity: &str, toolchain: Vec<String>) -> KeyInputs {
+        KeyInputs::for_arch(def, base_identity, toolchain, Arch::X86_64)
+    }
+
+    /// The inputs of `def` (already [`Definition::for_arch`]) on `base`
+    /// with `toolchain`, built for `arch`.
+    pub fn for_arch(
+        def: &Definition,
+        base_identity: &str,
+        toolchain: Vec<String>,
+        arch: Arch,
+    ) -> KeyInputs {
         let files = |v: &[crate::kernel::definition::InputFile]| {
             v.iter()
                 .map(|f| (f.name.clone(), sha256_hex(&f.data)))
@@ -129,7 +182,10 @@ impl KeyInputs {
         require.dedup();
         KeyInputs {
             recipe: RECIPE.into(),
-            arch: ARCH.into(),
+            arch: match arch {
+                Arch::X86_64 => ARCH.into(),
+                Arch::Arm64 => arch.name().into(),
+            },
             base: base_identity.into(),
             config_base: def.config_base.target().into(),
             fragments: files(&def.fragments),
@@ -175,6 +231,17 @@ impl KeyInputs {
 
 /// First lines of `gcc --version` and `ld --version` (or of `$CC`/`$LD`).
 pub fn toolchain() -> Vec<String> {
+    toolchain_for(Arch::X86_64)
+}
+
+/// The compiler and linker of `arch`'s builds (arm64: the cross ones).
+pub fn toolchain_programs(arch: Arch) -> [String; 2] {
+    let prefix = cross_compile(arch).unwrap_or("");
+    [format!("{prefix}gcc"), format!("{prefix}ld")]
+}
+
+/// [`toolchain`] of `arch`'s builds.
+pub fn toolchain_for(arch: Arch) -> Vec<String> {
     let first = |prog: &str| {
         Command::new(prog)
             .arg("--version")
@@ -190,7 +257,8 @@ pub fn toolchain() -> Vec<String> {
             })
             .unwrap_or_else(|| format!("{prog}: not found"))
     };
-    vec![first("gcc"), first("ld")]
+    let [cc, ld] = toolchain_programs(arch);
+    vec![first(&cc), first(&ld)]
 }
 
 /// Options of a build.
@@ -202,6 +270,8 @@ pub struct BuildOptions {
     pub ccache: bool,
     /// Only look: never build (for `kernel path`).
     pub no_build: bool,
+    /// The architecture built for (default x86-64).
+    pub arch: Arch,
 }
 
 impl Default for BuildOptions {
@@ -212,6 +282,7 @@ impl Default for BuildOptions {
                 .unwrap_or(1),
             ccache: std::env::var("HARNESS_CCACHE").map_or(true, |v| v != "0"),
             no_build: false,
+            arch: Arch::X86_64,
         }
     }
 }
@@ -223,7 +294,7 @@ pub struct Built {
     pub name: String,
     /// Cache key.
     pub key: String,
-    /// The bzImage in the cache (absent with `no_build` and no image).
+    /// The image in the cache (absent with `no_build` and no image).
     pub image: Option<PathBuf>,
     /// Whether it came from the cache.
     pub cache_hit: bool,
@@ -243,15 +314,45 @@ pub fn work_rel(name: &str) -> PathBuf {
     PathBuf::from("kbuild/work").join(name)
 }
 
+/// The name under `kbuild/images/` and `kbuild/work/` of `name` built for
+/// `arch`: `name` itself on x86-64 (where it always was), `name@arm64`
+/// otherwise (`@` is not allowed in definition names, so no collision).
+pub fn arch_name(name: &str, arch: Arch) -> String {
+    match arch {
+        Arch::X86_64 => name.to_string(),
+        Arch::Arm64 => format!("{name}@{}", arch.name()),
+    }
+}
+
 /// Cached images of `name`: `(key, bzImage, modified)`, newest first.
 pub fn cached_images(cache: &Cache, name: &str) -> Vec<(String, PathBuf, std::time::SystemTime)> {
-    let dir = cache.path(images_rel(name));
+    cached_images_for(cache, name, Arch::X86_64)
+}
+
+/// Cached images of `name` built for `arch`: `(key, image, modified)`,
+/// newest first.
+pub fn cached_images_for(
+    cache: &Cache,
+    name: &str,
+    arch: Arch,
+) -> Vec<(String, PathBuf, std::time::SystemTime)> {
+    list_images(cache, &arch_name(name, arch), image_name(arch))
+}
+
+/// The complete entries below `kbuild/images/<stored>/` (those with the
+/// image file `image`): `(key, image, modified)`, newest first.
+pub(crate) fn list_images(
+    cache: &Cache,
+    stored: &str,
+    image: &str,
+) -> Vec<(String, PathBuf, std::time::SystemTime)> {
+    let dir = cache.path(images_rel(stored));
     let mut v: Vec<_> = fs::read_dir(&dir)
         .into_iter()
         .flatten()
         .filter_map(|e| e.ok())
         .filter_map(|e| {
-            let img = e.path().join("bzImage");
+            let img = e.path().join(image);
             let m = fs::metadata(&img).ok()?.modified().ok()?;
             Some((e.file_name().to_string_lossy().into_owned(), img, m))
         })
@@ -269,11 +370,14 @@ pub fn build(
     say: &dyn Fn(&str),
 ) -> Result<Built, BuildError> {
     let t0 = Instant::now();
+    let arch = opts.arch;
+    let def = &def.for_arch(arch)?;
+    let stored = arch_name(&def.name, arch);
     let base = source::prepare(&def.base, cache, mirror, say)?;
-    let inputs = KeyInputs::new(def, &base.identity, toolchain());
+    let inputs = KeyInputs::for_arch(def, &base.identity, toolchain_for(arch), arch);
     let key = inputs.key();
-    let dir_rel = images_rel(&def.name).join(&key);
-    let image = cache.path(dir_rel.join("bzImage"));
+    let dir_rel = images_rel(&stored).join(&key);
+    let image = cache.path(dir_rel.join(image_name(arch)));
     let done = |image: Option<PathBuf>, hit: bool, warnings: Vec<String>| Built {
         name: def.name.clone(),
         key: key.clone(),
@@ -286,7 +390,7 @@ pub fn build(
         keep_vmlinux(
             cache,
             &dir_rel,
-            &cache.path(work_rel(&def.name)).join("obj"),
+            &cache.path(work_rel(&stored)).join("obj"),
             &key,
         );
         return Ok(done(Some(image), true, Vec::new()));
@@ -298,8 +402,8 @@ pub fn build(
     if image.is_file() {
         return Ok(done(Some(image), true, Vec::new()));
     }
-    let _work_lock = cache.lock(&format!("kbuild-work-{}", def.name))?;
-    let work = cache.path(work_rel(&def.name));
+    let _work_lock = cache.lock(&format!("kbuild-work-{stored}"))?;
+    let work = cache.path(work_rel(&stored));
     fs::create_dir_all(&work).map_err(io("create", &work))?;
     let log_path = work.join("build.log");
     let mut log = File::create(&log_path).map_err(io("create", &log_path))?;
@@ -309,11 +413,11 @@ pub fn build(
         def.name,
         serde_json::to_string(&inputs).unwrap_or_default()
     );
-    let warnings = prepare_tree(def, &base, &work, &mut log, &log_path, say)?;
+    let warnings = prepare_tree(def, arch, &base, &work, &mut log, &log_path, say)?;
     let src = work.join("src");
     let obj = work.join("obj");
     say(&format!(
-        "building {} (key {key}) with make -j{}{}; log {}",
+        "building {} for {arch} (key {key}) with make -j{}{}; log {}",
         def.name,
         opts.jobs,
         if opts.ccache && source::on_path("ccache") {
@@ -325,7 +429,9 @@ pub fn build(
     ));
     let tb = Instant::now();
     let extra = image_make_args(def, opts, &obj);
-    make(def, &src, &obj, &extra, &mut log, &log_path, say, true)?;
+    make(
+        def, arch, &src, &obj, &extra, &mut log, &log_path, say, true,
+    )?;
     say(&format!(
         "{}: compiled in {:.0} s",
         def.name,
@@ -336,21 +442,23 @@ pub fn build(
     let meta = serde_json::json!({
         "name": def.name,
         "key": key,
+        "arch": arch,
         "inputs": inputs,
         "base_commit": base.commit,
         "build_seconds": tb.elapsed().as_secs_f64(),
         "warnings": warnings,
     });
-    store(cache, &dir_rel, &obj, &log_path, &meta)?;
+    store(cache, arch, &dir_rel, &obj, &log_path, &meta)?;
     Ok(done(Some(image), false, warnings))
 }
 
 /// Copies the build in `obj` into the cache entry `dir_rel`: its
-/// `.config` as `config`, the log, `meta.json`, the debug files, and
-/// bzImage last (its presence means the entry is complete). Returns the
-/// cached bzImage.
+/// `.config` as `config`, the log, `meta.json`, the debug files, and the
+/// image of `arch` ([`Arch::kernel_image`], stored as [`image_name`]) last
+/// (its presence means the entry is complete). Returns the cached image.
 pub(crate) fn store(
     cache: &Cache,
+    arch: Arch,
     dir_rel: &Path,
     obj: &Path,
     log_path: &Path,
@@ -365,13 +473,9 @@ pub(crate) fn store(
             .as_slice(),
     )?;
     copy_debug_files(cache, dir_rel, obj)?;
-    copy_into(
-        cache,
-        dir_rel,
-        "bzImage",
-        &obj.join("arch/x86/boot/bzImage"),
-    )?;
-    Ok(cache.path(dir_rel.join("bzImage")))
+    let name = image_name(arch);
+    copy_into(cache, dir_rel, name, &obj.join(arch.kernel_image()))?;
+    Ok(cache.path(dir_rel.join(name)))
 }
 
 /// Copies `from` into the cache entry `dir_rel` as `name`, atomically.
@@ -437,10 +541,22 @@ pub fn configure(
     work: &Path,
     say: &dyn Fn(&str),
 ) -> Result<(config::Values, Vec<String>), BuildError> {
+    configure_for(def, Arch::X86_64, base, work, say)
+}
+
+/// [`configure`] for `arch` (`def` as written; its arch variant is taken here).
+pub fn configure_for(
+    def: &Definition,
+    arch: Arch,
+    base: &Base,
+    work: &Path,
+    say: &dyn Fn(&str),
+) -> Result<(config::Values, Vec<String>), BuildError> {
+    let def = &def.for_arch(arch)?;
     fs::create_dir_all(work).map_err(io("create", work))?;
     let log_path = work.join("build.log");
     let mut log = File::create(&log_path).map_err(io("create", &log_path))?;
-    let warnings = prepare_tree(def, base, work, &mut log, &log_path, say)?;
+    let warnings = prepare_tree(def, arch, base, work, &mut log, &log_path, say)?;
     let cfg_path = work.join("obj/.config");
     let cfg = fs::read_to_string(&cfg_path).map_err(io("read", &cfg_path))?;
     Ok((config::Values::parse(&cfg), warnings))
@@ -450,6 +566,7 @@ pub fn configure(
 /// config. Returns warnings.
 fn prepare_tree(
     def: &Definition,
+    arch: Arch,
     base: &Base,
     work: &Path,
     log: &mut File,
@@ -469,14 +586,17 @@ fn prepare_tree(
         let _ = writeln!(log, "# patch {} ({})", p.name, p.path.display());
     }
     patch::apply_series(&src, &def.patches, &|m| say(&format!("{}: {m}", def.name)))?;
-    configure_tree(def, None, &src, &obj, log, log_path, say)
+    configure_tree(def, arch, None, &src, &obj, log, log_path, say)
 }
 
 /// Generates and checks the config of `def` (config base — or the file
 /// `base` instead of it —, fragments, olddefconfig, requirements) for the
-/// tree `src` in the object directory `obj`. Returns warnings.
+/// tree `src` in the object directory `obj`, for `arch` (`def` already
+/// [`Definition::for_arch`]). Returns warnings.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn configure_tree(
     def: &Definition,
+    arch: Arch,
     base: Option<&Path>,
     src: &Path,
     obj: &Path,
@@ -492,7 +612,7 @@ pub(crate) fn configure_tree(
         fs::copy(file, &cfg_path).map_err(io("copy", file))?;
     } else {
         let target = def.config_base.target().to_string();
-        make(def, &src, &obj, &[target], log, log_path, say, false)?;
+        make(def, arch, &src, &obj, &[target], log, log_path, say, false)?;
     }
     let frags: Vec<(String, String)> = def
         .fragments
@@ -513,7 +633,17 @@ pub(crate) fn configure_tree(
     let new = config::apply(&cfg, &merged.assignments);
     fs::write(&cfg_path, new).map_err(io("write", &cfg_path))?;
     let olddefconfig = ["olddefconfig".to_string()];
-    make(def, &src, &obj, &olddefconfig, log, log_path, say, false)?;
+    make(
+        def,
+        arch,
+        &src,
+        &obj,
+        &olddefconfig,
+        log,
+        log_path,
+        say,
+        false,
+    )?;
     let cfg = fs::read_to_string(&cfg_path).map_err(io("read", &cfg_path))?;
     let values = config::Values::parse(&cfg);
     let mut warnings: Vec<String> = merged.overrides.clone();
@@ -562,7 +692,8 @@ pub(crate) fn configure_tree(
 /// options) and builds the bzImage of an arbitrary kernel tree `src` in the
 /// object directory `obj` (incremental when `obj` is reused), without the
 /// cache and without `def`'s base and patches. The log goes to `log_path`
-/// (truncated). Returns the bzImage in `obj`.
+/// (truncated). Returns the image in `obj` (`opts.arch`'s; `def` as
+/// written, its arch variant is taken here).
 pub fn build_tree(
     def: &Definition,
     src: &Path,
@@ -574,45 +705,75 @@ pub fn build_tree(
     if let Some(d) = log_path.parent() {
         fs::create_dir_all(d).map_err(io("create", d))?;
     }
+    let arch = opts.arch;
+    let def = &def.for_arch(arch)?;
     let mut log = File::create(log_path).map_err(io("create", log_path))?;
-    configure_tree(def, None, src, obj, &mut log, log_path, say)?;
+    configure_tree(def, arch, None, src, obj, &mut log, log_path, say)?;
     let extra = image_make_args(def, opts, obj);
-    make(def, src, obj, &extra, &mut log, log_path, say, true)?;
-    Ok(obj.join("arch/x86/boot/bzImage"))
+    make(def, arch, src, obj, &extra, &mut log, log_path, say, true)?;
+    Ok(obj.join(arch.kernel_image()))
 }
 
 /// The arguments of the image's `make` in the configured `obj`: `-j`,
 /// ccache when wanted and installed, the definition's make variables, the
 /// [`targets`].
 pub(crate) fn image_make_args(def: &Definition, opts: &BuildOptions, obj: &Path) -> Vec<String> {
+    let cfg = fs::read_to_string(obj.join(".config")).unwrap_or_default();
+    make_args(
+        def,
+        opts,
+        opts.ccache && source::on_path("ccache"),
+        &config::Values::parse(&cfg),
+    )
+}
+
+/// [`image_make_args`] given whether ccache is used and the `.config`
+/// (pure).
+pub fn make_args(
+    def: &Definition,
+    opts: &BuildOptions,
+    ccache: bool,
+    config: &config::Values,
+) -> Vec<String> {
     let mut extra = vec![format!("-j{}", opts.jobs.max(1))];
-    if opts.ccache && source::on_path("ccache") {
-        extra.push("CC=ccache gcc".into());
+    if ccache {
+        let [cc, _] = toolchain_programs(opts.arch);
+        extra.push(format!("CC=ccache {cc}"));
     }
     extra.extend(def.make_vars.iter().cloned());
-    extra.extend(targets(obj));
+    extra.extend(targets(opts.arch, config));
     extra
 }
 
-/// What `make` builds in the configured `obj`: the bzImage, and the
-/// kernel's gdb helpers (`vmlinux-gdb.py`) when the config asks for them
-/// (`CONFIG_GDB_SCRIPTS`: only `make all` makes them by itself).
-fn targets(obj: &Path) -> Vec<String> {
-    let cfg = fs::read_to_string(obj.join(".config")).unwrap_or_default();
+/// What `make` builds for `config`: the image (`bzImage`, `Image`), and
+/// the kernel's gdb helpers (`vmlinux-gdb.py`) when the config asks for
+/// them (`CONFIG_GDB_SCRIPTS`: only `make all` makes them by itself).
+fn targets(arch: Arch, config: &config::Values) -> Vec<String> {
     let mut t = Vec::new();
-    if config::Values::parse(&cfg).get("GDB_SCRIPTS") == "y" {
+    if config.get("GDB_SCRIPTS") == "y" {
         t.push("scripts_gdb".to_string());
     }
-    t.push("bzImage".to_string());
+    t.push(image_name(arch).to_string());
     t
 }
 
-/// Runs `make -C src O=obj ARCH=x86_64 args...`, output appended to the
-/// log; with `progress`, reports every compiled file to `say` at most
-/// every 10 s.
+/// The variables every `make` of `arch` gets before its own arguments:
+/// `ARCH=`, and `CROSS_COMPILE=` when cross-compiling (pure).
+pub fn arch_make_vars(arch: Arch) -> Vec<String> {
+    let mut v = vec![format!("ARCH={}", make_arch(arch))];
+    if let Some(prefix) = cross_compile(arch) {
+        v.push(format!("CROSS_COMPILE={prefix}"));
+    }
+    v
+}
+
+/// Runs `make -C src O=obj ARCH=… [CROSS_COMPILE=…] args...`, output
+/// appended to the log; with `progress`, reports every compiled file to
+/// `say` at most every 10 s.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn make(
     def: &Definition,
+    arch: Arch,
     src: &Path,
     obj: &Path,
     args: &[String],
@@ -627,7 +788,7 @@ pub(crate) fn make(
     cmd.arg("-C")
         .arg(src)
         .arg(format!("O={}", obj.display()))
-        .arg(format!("ARCH={ARCH}"))
+        .args(arch_make_vars(arch))
         .args(args)
         .env("KBUILD_BUILD_USER", "harness")
         .env("KBUILD_BUILD_HOST", "futex-harness")
@@ -696,21 +857,25 @@ pub(crate) fn make(
     Ok(())
 }
 
-/// Removes the work directory of `name` and, with `images`, its cached images.
+/// Removes the work directories of `name` (every architecture's) and,
+/// with `images`, its cached images.
 pub fn clean(cache: &Cache, name: &str, images: bool) -> Result<Vec<PathBuf>, BuildError> {
     let mut removed = Vec::new();
-    let _work_lock = cache.lock(&format!("kbuild-work-{name}"))?;
-    let work = cache.path(work_rel(name));
-    if work.exists() {
-        source::remove_checkout(&cache.path("kbuild/git/bases.git"), &work.join("src"))?;
-        fs::remove_dir_all(&work).map_err(io("remove", &work))?;
-        removed.push(work);
-    }
-    if images {
-        let dir = cache.path(images_rel(name));
-        if dir.exists() {
-            fs::remove_dir_all(&dir).map_err(io("remove", &dir))?;
-            removed.push(dir);
+    for arch in crate::arch::ALL {
+        let stored = arch_name(name, arch);
+        let _work_lock = cache.lock(&format!("kbuild-work-{stored}"))?;
+        let work = cache.path(work_rel(&stored));
+        if work.exists() {
+            source::remove_checkout(&cache.path("kbuild/git/bases.git"), &work.join("src"))?;
+            fs::remove_dir_all(&work).map_err(io("remove", &work))?;
+            removed.push(work);
+        }
+        if images {
+            let dir = cache.path(images_rel(&stored));
+            if dir.exists() {
+                fs::remove_dir_all(&dir).map_err(io("remove", &dir))?;
+                removed.push(dir);
+            }
         }
     }
     Ok(removed)
@@ -796,6 +961,116 @@ mod tests {
         n.description = "other".into();
         n.patches[0].path = "/elsewhere".into();
         assert_eq!(k, KeyInputs::new(&n, "debian:x.deb", tc()).key());
+    }
+
+    #[test]
+    fn the_arch_is_in_the_key_and_x86_keys_are_as_before() {
+        let d = def();
+        let x86 = KeyInputs::new(&d, "debian:x.deb", tc());
+        assert_eq!(x86.arch, "x86_64");
+        assert_eq!(
+            x86.key(),
+            KeyInputs::for_arch(&d, "debian:x.deb", tc(), Arch::X86_64).key()
+        );
+        let arm = KeyInputs::for_arch(&d, "debian:x.deb", tc(), Arch::Arm64);
+        assert_eq!(arm.arch, "arm64");
+        assert_ne!(x86.key(), arm.key());
+        // The rendering x86 keys always had: `arch\tx86_64` among the lines.
+        let mut old = String::new();
+        for (k, v) in [
+            ("recipe", RECIPE),
+            ("arch", "x86_64"),
+            ("base", "debian:x.deb"),
+            ("config", "tinyconfig"),
+        ] {
+            old.push_str(&format!("{k}\t{v}\n"));
+        }
+        for (n, h) in &x86.fragments {
+            old.push_str(&format!("fragment\t{n} {h}\n"));
+        }
+        for (n, h) in &x86.patches {
+            old.push_str(&format!("patch\t{n} {h}\n"));
+        }
+        for r in &x86.require {
+            old.push_str(&format!("require\t{r}\n"));
+        }
+        for t in tc() {
+            old.push_str(&format!("toolchain\t{t}\n"));
+        }
+        assert_eq!(x86.key(), sha256_hex(old.as_bytes())[..20]);
+    }
+
+    #[test]
+    fn arm64_builds_cross_compile_and_make_an_image() {
+        assert_eq!(arch_make_vars(Arch::X86_64), ["ARCH=x86_64"]);
+        assert_eq!(
+            arch_make_vars(Arch::Arm64),
+            ["ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-"]
+        );
+        assert_eq!(toolchain_programs(Arch::X86_64), ["gcc", "ld"]);
+        assert_eq!(
+            toolchain_programs(Arch::Arm64),
+            ["aarch64-linux-gnu-gcc", "aarch64-linux-gnu-ld"]
+        );
+        let mut d = def();
+        d.make_vars.push("KCFLAGS=-O2".into());
+        let cfg = config::Values::parse("CONFIG_GDB_SCRIPTS=y\n");
+        let mut opts = BuildOptions {
+            jobs: 2,
+            ..Default::default()
+        };
+        assert_eq!(opts.arch, Arch::X86_64);
+        // x86-64: exactly the arguments it always had (ccache entries hit).
+        assert_eq!(
+            make_args(&d, &opts, true, &cfg),
+            [
+                "-j2",
+                "CC=ccache gcc",
+                "KCFLAGS=-O2",
+                "scripts_gdb",
+                "bzImage"
+            ]
+        );
+        assert_eq!(
+            make_args(&d, &opts, false, &config::Values::parse("")),
+            ["-j2", "KCFLAGS=-O2", "bzImage"]
+        );
+        opts.arch = Arch::Arm64;
+        assert_eq!(
+            make_args(&d, &opts, true, &config::Values::parse("")),
+            [
+                "-j2",
+                "CC=ccache aarch64-linux-gnu-gcc",
+                "KCFLAGS=-O2",
+                "Image"
+            ]
+        );
+        assert_eq!(image_name(Arch::X86_64), "bzImage");
+        assert_eq!(image_name(Arch::Arm64), "Image");
+    }
+
+    #[test]
+    fn arm64_builds_have_their_own_work_tree_and_images() {
+        assert_eq!(arch_name("7.3", Arch::X86_64), "7.3");
+        assert_eq!(arch_name("7.3", Arch::Arm64), "7.3@arm64");
+        assert!(!crate::kernel::definition::valid_name("7.3@arm64"));
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::at(dir.path());
+        cache
+            .write_atomic("kbuild/images/k/aaa/bzImage", &mut &b"x"[..])
+            .unwrap();
+        cache
+            .write_atomic("kbuild/images/k@arm64/bbb/Image", &mut &b"x"[..])
+            .unwrap();
+        let x86 = cached_images(&cache, "k");
+        assert_eq!(x86.len(), 1);
+        assert_eq!(x86[0].0, "aaa");
+        let arm = cached_images_for(&cache, "k", Arch::Arm64);
+        assert_eq!(arm.len(), 1);
+        assert_eq!(arm[0].0, "bbb");
+        assert!(arm[0].1.ends_with("k@arm64/bbb/Image"));
+        let removed = clean(&cache, "k", true).unwrap();
+        assert_eq!(removed.len(), 2, "{removed:?}");
     }
 
     #[test]

@@ -23,6 +23,7 @@
 
 mod extends;
 
+use crate::arch::Arch;
 use serde::Deserialize;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -233,6 +234,105 @@ pub struct Definition {
     pub require: Vec<Requirement>,
     /// Extra `make` variables (`KCFLAGS=...`).
     pub make_vars: Vec<String>,
+}
+
+/// Options a definition may require that exist on x86 only: on arm64
+/// they are dropped from `require` (QEMU's `virt` has no 8250 ports, no
+/// isa-debug-exit, no 32-bit x86 compat, no pvpanic MMIO device, and its
+/// NUMA nodes come from the device tree).
+pub const X86_ONLY: &[&str] = &[
+    "SERIAL_8250",
+    "SERIAL_8250_CONSOLE",
+    "SERIAL_8250_NR_UARTS",
+    "SERIAL_8250_RUNTIME_UARTS",
+    "X86_IOPL_IOPERM",
+    "X86_64_ACPI_NUMA",
+    "IA32_EMULATION",
+    "PVPANIC_MMIO",
+];
+
+/// What an arm64 guest on QEMU's `virt` needs on top of a definition's
+/// arch-neutral requirements: the PL011 console, the virtconsole results
+/// channel (hvc0), PSCI power-off (how guest-init ends QEMU), GICv3, the
+/// generic PCI host (virtio-pci), and device-tree NUMA.
+pub const ARM64_REQUIRE: &[&str] = &[
+    "SERIAL_AMBA_PL011",
+    "SERIAL_AMBA_PL011_CONSOLE",
+    "VIRTIO_CONSOLE",
+    "VIRTIO_MMIO",
+    "ARM_GIC_V3",
+    "ARM_PSCI_FW",
+    "POWER_RESET",
+    "PCI_HOST_GENERIC",
+    "OF_NUMA",
+    "RTC_DRV_PL031",
+    "PVPANIC_PCI",
+];
+
+/// The file name of a fragment's variant for `arch` (`guest.config` →
+/// `guest-arm64.config`); x86-64 fragments have no variant.
+pub fn fragment_variant(name: &str, arch: Arch) -> Option<String> {
+    match arch {
+        Arch::X86_64 => None,
+        Arch::Arm64 => {
+            let stem = name.strip_suffix(".config").unwrap_or(name);
+            Some(format!("{stem}-{}.config", arch.name()))
+        }
+    }
+}
+
+/// `require` for `arch`: x86-64 keeps the list; arm64 drops [`X86_ONLY`]
+/// and adds [`ARM64_REQUIRE`] (a symbol already required keeps its value).
+pub fn requirements_for(require: &[Requirement], arch: Arch) -> Vec<Requirement> {
+    match arch {
+        Arch::X86_64 => require.to_vec(),
+        Arch::Arm64 => {
+            let mut v: Vec<Requirement> = require
+                .iter()
+                .filter(|r| !X86_ONLY.contains(&r.symbol.as_str()))
+                .cloned()
+                .collect();
+            for s in ARM64_REQUIRE {
+                if !v.iter().any(|r| r.symbol == *s) {
+                    v.push(Requirement {
+                        symbol: (*s).to_string(),
+                        value: "y".into(),
+                    });
+                }
+            }
+            v
+        }
+    }
+}
+
+impl Definition {
+    /// The definition as built for `arch`: x86-64 is the definition as
+    /// written; on arm64 each fragment with an arm64 variant beside it
+    /// (`fragments/guest-arm64.config` for `guest`) is replaced by that
+    /// variant, and the requirements are [`requirements_for`] arm64. Reads
+    /// the variants.
+    pub fn for_arch(&self, arch: Arch) -> Result<Definition, DefinitionError> {
+        let mut def = self.clone();
+        for f in def.fragments.iter_mut() {
+            let Some(variant) = fragment_variant(&f.name, arch) else {
+                continue;
+            };
+            let Some(dir) = f.path.parent() else {
+                continue;
+            };
+            let path = dir.join(&variant);
+            if path.is_file() {
+                let name = Path::new(&f.name)
+                    .with_file_name(&variant)
+                    .to_string_lossy()
+                    .into_owned();
+                let data = fs::read(&path).map_err(io_err(&path))?;
+                *f = InputFile { name, path, data };
+            }
+        }
+        def.require = requirements_for(&def.require, arch);
+        Ok(def)
+    }
 }
 
 #[derive(Deserialize)]
@@ -598,6 +698,66 @@ mod tests {
         fs::write(d.path().join("patches/s/README"), "not a patch").unwrap();
         fs::write(d.path().join("patches/x.diff"), "x").unwrap();
         d
+    }
+
+    #[test]
+    fn arm64_takes_a_fragments_arm64_variant_and_its_requirements() {
+        let d = setup();
+        fs::write(d.path().join("fragments/b.config"), "CONFIG_B=y\n").unwrap();
+        fs::write(d.path().join("fragments/a-arm64.config"), "CONFIG_A64=y\n").unwrap();
+        let text = "base: {debian: linux-source-7.3}\nconfig: {fragments: [a, b]}\nrequire: [FUTEX, SERIAL_8250_RUNTIME_UARTS=4, X86_IOPL_IOPERM, NUMA, POWER_RESET=y]\n";
+        let def = parse(d.path(), "k", &d.path().join("k.yaml"), text).unwrap();
+        let names = |def: &Definition| -> Vec<String> {
+            def.fragments.iter().map(|f| f.name.clone()).collect()
+        };
+        // x86-64: as written.
+        let x86 = def.for_arch(Arch::X86_64).unwrap();
+        assert_eq!(names(&x86), ["a.config", "b.config"]);
+        assert_eq!(x86.require, def.require);
+        // arm64: `a` has a variant, `b` has none.
+        let arm = def.for_arch(Arch::Arm64).unwrap();
+        assert_eq!(names(&arm), ["a-arm64.config", "b.config"]);
+        assert_eq!(arm.fragments[0].data, b"CONFIG_A64=y\n");
+        let req: Vec<String> = arm.require.iter().map(|r| r.symbol.clone()).collect();
+        assert!(
+            req.iter().all(|r| !X86_ONLY.contains(&r.as_str())),
+            "{req:?}"
+        );
+        assert_eq!(&req[..3], ["FUTEX", "NUMA", "POWER_RESET"]);
+        for s in ARM64_REQUIRE {
+            assert_eq!(req.iter().filter(|r| r == s).count(), 1, "{s}");
+        }
+        assert_eq!(fragment_variant("guest.config", Arch::X86_64), None);
+        assert_eq!(
+            fragment_variant("guest.config", Arch::Arm64).as_deref(),
+            Some("guest-arm64.config")
+        );
+    }
+
+    #[test]
+    fn the_shipped_7_3_builds_for_arm64_with_the_virt_guest_fragment() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernels");
+        let def = load(&dir, "7.3").unwrap();
+        let arm = def.for_arch(Arch::Arm64).unwrap();
+        assert_eq!(arm.fragments[0].name, "guest-arm64.config");
+        let text = String::from_utf8_lossy(&arm.fragments[0].data).into_owned();
+        // Every arm64 requirement is asked for by the fragment, and no x86
+        // option is left in it.
+        for r in &arm.require {
+            let line = format!("CONFIG_{}={}", r.symbol, r.value);
+            assert!(text.lines().any(|l| l == line), "{line} not in guest-arm64");
+        }
+        for s in X86_ONLY {
+            assert!(
+                !text.contains(&format!("CONFIG_{s}=")),
+                "{s} in guest-arm64"
+            );
+        }
+        // The x86 definition is untouched.
+        assert_eq!(
+            def.for_arch(Arch::X86_64).unwrap().fragments[0].name,
+            "guest.config"
+        );
     }
 
     #[test]

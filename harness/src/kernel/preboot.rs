@@ -4,11 +4,16 @@
 //! and the fragment line that fixes it, when the guest cannot work — rather
 //! than finding out after the boot (without `X86_IOPL_IOPERM` guest-init
 //! cannot end QEMU through isa-debug-exit; without `ACPI_NUMA` a two-node
-//! guest sees one node).
+//! guest sees one node). The image's header says its architecture (an x86
+//! bzImage or an arm64 `Image`, [`Arch::of_kernel_image`]), and so which
+//! needs apply: an arm64 guest on QEMU's `virt` needs a PL011 console, a
+//! virtconsole for results and PSCI power-off instead of the 8250 ports
+//! and isa-debug-exit.
 //!
 //! Architecture invariant: pure apart from reading the image and its
 //! config; it knows what guest-init and the suites need, not how to build.
 
+use crate::arch::Arch;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -31,7 +36,7 @@ const fn y(option: &'static str, why: &'static str) -> Need {
     }
 }
 
-/// What every guest needs.
+/// What every x86-64 guest needs.
 pub const GUEST: &[Need] = &[
     y(
         "BLK_DEV_INITRD",
@@ -59,7 +64,35 @@ pub const GUEST: &[Need] = &[
     y("FUTEX", "the test binaries (glibc, Rust std) use futexes"),
 ];
 
-/// What a guest of more than one node needs.
+/// What an arm64 guest on QEMU's `virt` needs.
+pub const GUEST_ARM64: &[Need] = &[
+    y(
+        "BLK_DEV_INITRD",
+        "the initramfs holds guest-init and the tests",
+    ),
+    y("BINFMT_ELF", "the guest binaries are ELF executables"),
+    y("DEVTMPFS", "guest-init mounts /dev"),
+    y("PROC_FS", "guest-init mounts /proc"),
+    y("SYSFS", "the topology check reads /sys/devices/system/node"),
+    y("TTY", "the console and the results channel are ttys"),
+    y("SERIAL_AMBA_PL011", "the console (ttyAMA0) is virt's PL011"),
+    y("SERIAL_AMBA_PL011_CONSOLE", "the kernel console on ttyAMA0"),
+    y("PCI", "the results channel is on virtio-serial-pci"),
+    y("PCI_HOST_GENERIC", "virt's PCI host bridge (ECAM)"),
+    y("VIRTIO_PCI", "the results channel is on virtio-serial-pci"),
+    y(
+        "VIRTIO_CONSOLE",
+        "the results channel is a virtconsole (hvc0)",
+    ),
+    y("ARM_PSCI_FW", "guest-init ends QEMU with a PSCI power-off"),
+    y(
+        "POWER_RESET",
+        "the PSCI power-off handler (without it QEMU does not exit)",
+    ),
+    y("FUTEX", "the test binaries (glibc, Rust std) use futexes"),
+];
+
+/// What a guest of more than one node needs (x86-64).
 pub const MULTI_NODE: &[Need] = &[
     y("NUMA", "more than one node"),
     y("ACPI", "QEMU describes the nodes in ACPI SRAT"),
@@ -71,8 +104,31 @@ pub const MULTI_NODE: &[Need] = &[
     y("X86_64_ACPI_NUMA", "the kernel reads the nodes from SRAT"),
 ];
 
+/// What an arm64 guest of more than one node needs: QEMU's `-kernel`
+/// boot passes the nodes in the device tree.
+pub const MULTI_NODE_ARM64: &[Need] = &[
+    y("NUMA", "more than one node"),
+    y("OF_NUMA", "the kernel reads the nodes from the device tree"),
+];
+
 /// What a guest of more than one vCPU needs.
 pub const MULTI_CPU: &[Need] = &[y("SMP", "more than one vCPU")];
+
+/// The needs of a guest of `arch` with `nodes` nodes and `cpus` vCPUs.
+pub fn needs(arch: Arch, nodes: usize, cpus: u32) -> Vec<Need> {
+    let (guest, multi_node) = match arch {
+        Arch::X86_64 => (GUEST, MULTI_NODE),
+        Arch::Arm64 => (GUEST_ARM64, MULTI_NODE_ARM64),
+    };
+    let mut needs: Vec<Need> = guest.to_vec();
+    if nodes > 1 {
+        needs.extend_from_slice(multi_node);
+    }
+    if cpus > 1 {
+        needs.extend_from_slice(MULTI_CPU);
+    }
+    needs
+}
 
 /// A configuration and where it was read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,17 +167,15 @@ pub fn value<'a>(config: &'a str, option: &str) -> Option<&'a str> {
         .map(|v| v.trim().trim_matches('"'))
 }
 
-/// The needs of a guest of `nodes` nodes and `cpus` vCPUs that `config`
-/// does not meet (pure).
+/// The needs of an x86-64 guest of `nodes` nodes and `cpus` vCPUs that
+/// `config` does not meet (pure).
 pub fn missing(config: &str, nodes: usize, cpus: u32) -> Vec<Missing> {
-    let mut needs: Vec<Need> = GUEST.to_vec();
-    if nodes > 1 {
-        needs.extend_from_slice(MULTI_NODE);
-    }
-    if cpus > 1 {
-        needs.extend_from_slice(MULTI_CPU);
-    }
-    needs
+    missing_for(Arch::X86_64, config, nodes, cpus)
+}
+
+/// [`missing`] for a guest of `arch` (pure).
+pub fn missing_for(arch: Arch, config: &str, nodes: usize, cpus: u32) -> Vec<Missing> {
+    needs(arch, nodes, cpus)
         .into_iter()
         .filter_map(|need| {
             let v = value(config, need.option);
@@ -139,10 +193,12 @@ pub fn missing(config: &str, nodes: usize, cpus: u32) -> Vec<Missing> {
 }
 
 /// The configuration of an image: `config`/`.config` beside it (or the
-/// tree's `.config` for `<tree>/arch/x86/boot/bzImage`), else the
-/// `IKCONFIG` blob inside a gzip-compressed kernel.
+/// tree's `.config` for `<tree>/arch/x86/boot/bzImage` and
+/// `<tree>/arch/arm64/boot/Image`), else the `IKCONFIG` blob inside a
+/// gzip-compressed kernel or an uncompressed arm64 `Image`.
 pub fn find_config(image: &Path) -> Option<Config> {
-    if let Some(p) = crate::kernel::virtiofs::config_beside(image) {
+    let beside = crate::kernel::virtiofs::config_beside(image).or_else(|| arm64_tree_config(image));
+    if let Some(p) = beside {
         if let Ok(text) = std::fs::read_to_string(&p) {
             return Some(Config {
                 source: p.display().to_string(),
@@ -157,12 +213,27 @@ pub fn find_config(image: &Path) -> Option<Config> {
     })
 }
 
+/// The build tree's `.config` of `<tree>/arch/arm64/boot/Image`.
+fn arm64_tree_config(image: &Path) -> Option<PathBuf> {
+    if !image.ends_with(Arch::Arm64.kernel_image()) {
+        return None;
+    }
+    let c = image.ancestors().nth(4)?.join(".config");
+    c.is_file().then_some(c)
+}
+
 /// Largest decompressed kernel we look into (a bound on hostile images).
 const MAX_KERNEL: u64 = 256 << 20;
 
 /// The `IKCONFIG` blob (`IKCFG_ST` gzip `IKCFG_ED`) of a bzImage whose
 /// payload is gzip-compressed, as `scripts/extract-ikconfig` finds it.
 pub fn embedded_config(image: &[u8]) -> Option<String> {
+    // An arm64 `Image` is the kernel itself, the blob in plain sight.
+    if Arch::of_kernel_image(image) == Some(Arch::Arm64) {
+        if let Some(cfg) = ikconfig(image) {
+            return Some(cfg);
+        }
+    }
     const GZIP: &[u8] = &[0x1f, 0x8b, 0x08];
     let mut start = 0;
     while let Some(off) = find(&image[start..], GZIP) {
@@ -197,10 +268,12 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Why a kernel is refused before boot.
 #[derive(Debug, thiserror::Error)]
-#[error("kernel {}: its configuration ({config}) lacks what the guest needs for {nodes} node(s) x {cpus} vCPU(s); add to the fragment:\n{}", image.display(), lines(missing))]
+#[error("kernel {}: its configuration ({config}) lacks what an {arch} guest needs for {nodes} node(s) x {cpus} vCPU(s); add to the fragment:\n{}", image.display(), lines(missing))]
 pub struct Refused {
     /// The image.
     pub image: PathBuf,
+    /// Its architecture (from its header; x86-64 when unknown).
+    pub arch: Arch,
     /// Where the configuration was read.
     pub config: String,
     /// Nodes of the topology.
@@ -219,22 +292,53 @@ fn lines(missing: &[Missing]) -> String {
         .join("\n")
 }
 
-/// Checks an image for a topology: `Ok(None)` when its config meets every
-/// need, `Ok(Some(note))` when no config was found (boots, with the note),
-/// `Err` with every missing option otherwise.
+/// The architecture of the image at `path` from its header (x86-64 when
+/// unreadable or unknown: a gzip vmlinuz, a bzImage).
+pub fn image_arch(path: &Path) -> Arch {
+    let mut head = [0u8; 0x240];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| {
+            let mut n = 0;
+            while n < head.len() {
+                match f.read(&mut head[n..])? {
+                    0 => break,
+                    k => n += k,
+                }
+            }
+            Ok(n)
+        })
+        .unwrap_or(0);
+    Arch::of_kernel_image(&head[..n]).unwrap_or(Arch::X86_64)
+}
+
+/// Checks an image for a topology, with the needs of the architecture its
+/// header names: `Ok(None)` when its config meets every need,
+/// `Ok(Some(note))` when no config was found (boots, with the note), `Err`
+/// with every missing option otherwise.
 pub fn check(image: &Path, nodes: usize, cpus: u32) -> Result<Option<String>, Refused> {
+    check_for(image, image_arch(image), nodes, cpus)
+}
+
+/// [`check`] with the needs of a guest of `arch`.
+pub fn check_for(
+    image: &Path,
+    arch: Arch,
+    nodes: usize,
+    cpus: u32,
+) -> Result<Option<String>, Refused> {
     let Some(cfg) = find_config(image) else {
         return Ok(Some(format!(
             "no .config beside {} and no IKCONFIG in it: booting without the pre-boot check",
             image.display()
         )));
     };
-    let missing = missing(&cfg.text, nodes, cpus);
+    let missing = missing_for(arch, &cfg.text, nodes, cpus);
     if missing.is_empty() {
         Ok(None)
     } else {
         Err(Refused {
             image: image.to_path_buf(),
+            arch,
             config: cfg.source,
             nodes,
             cpus,
@@ -275,6 +379,97 @@ mod tests {
         assert!(missing(&no_acpi_numa, 1, 2).is_empty());
         let m = missing(&no_acpi_numa, 2, 2);
         assert_eq!((m[0].need.option, m[0].found.as_str()), ("ACPI_NUMA", "=m"));
+    }
+
+    const GOOD_ARM64: &str = "CONFIG_BLK_DEV_INITRD=y\nCONFIG_BINFMT_ELF=y\nCONFIG_DEVTMPFS=y\n\
+        CONFIG_PROC_FS=y\nCONFIG_SYSFS=y\nCONFIG_TTY=y\nCONFIG_SERIAL_AMBA_PL011=y\n\
+        CONFIG_SERIAL_AMBA_PL011_CONSOLE=y\nCONFIG_PCI=y\nCONFIG_PCI_HOST_GENERIC=y\n\
+        CONFIG_VIRTIO_PCI=y\nCONFIG_VIRTIO_CONSOLE=y\nCONFIG_ARM_PSCI_FW=y\n\
+        CONFIG_POWER_RESET=y\nCONFIG_FUTEX=y\nCONFIG_SMP=y\nCONFIG_NUMA=y\nCONFIG_OF_NUMA=y\n";
+
+    #[test]
+    fn arm64_needs_its_virt_options_and_not_x86s() {
+        assert!(missing_for(Arch::Arm64, GOOD_ARM64, 2, 4).is_empty());
+        // An x86 config is no arm64 guest, and the other way round.
+        let m: Vec<&str> = missing_for(Arch::Arm64, GOOD, 1, 1)
+            .iter()
+            .map(|m| m.need.option)
+            .collect();
+        assert!(
+            m.contains(&"SERIAL_AMBA_PL011") && m.contains(&"POWER_RESET"),
+            "{m:?}"
+        );
+        assert!(!m
+            .iter()
+            .any(|o| o.starts_with("X86") || o.starts_with("SERIAL_8250")));
+        assert!(missing(GOOD_ARM64, 1, 1)
+            .iter()
+            .any(|m| m.need.option == "X86_IOPL_IOPERM"));
+        // PSCI power-off: without POWER_RESET QEMU never exits.
+        let no_reset = GOOD_ARM64.replace("CONFIG_POWER_RESET=y\n", "");
+        let m = missing_for(Arch::Arm64, &no_reset, 1, 1);
+        assert_eq!(m.len(), 1);
+        assert_eq!(m[0].fix(), "CONFIG_POWER_RESET=y");
+        // Nodes from the device tree only matter with more than one node.
+        let no_of_numa = GOOD_ARM64.replace("CONFIG_OF_NUMA=y\n", "");
+        assert!(missing_for(Arch::Arm64, &no_of_numa, 1, 2).is_empty());
+        assert_eq!(
+            missing_for(Arch::Arm64, &no_of_numa, 2, 2)[0].need.option,
+            "OF_NUMA"
+        );
+    }
+
+    /// An arm64 `Image`: the header's magic at 0x38, then the kernel.
+    fn arm64_image(body: &[u8]) -> Vec<u8> {
+        let mut image = vec![0u8; 0x40];
+        image[0x38..0x3c].copy_from_slice(b"ARM\x64");
+        image.extend(body);
+        image
+    }
+
+    #[test]
+    fn an_arm64_image_is_checked_as_arm64_with_its_tree_config() {
+        let d = tempfile::tempdir().unwrap();
+        let boot = d.path().join("arch/arm64/boot");
+        std::fs::create_dir_all(&boot).unwrap();
+        let image = boot.join("Image");
+        std::fs::write(&image, arm64_image(b"kernel")).unwrap();
+        assert_eq!(image_arch(&image), Arch::Arm64);
+        // No config anywhere: boots with a note.
+        assert!(check(&image, 2, 4).unwrap().is_some());
+        // The build tree's .config, four levels up.
+        std::fs::write(d.path().join(".config"), GOOD_ARM64).unwrap();
+        assert_eq!(check(&image, 2, 4).unwrap(), None);
+        let e = check_for(&image, Arch::X86_64, 1, 1).unwrap_err();
+        assert_eq!(e.arch, Arch::X86_64);
+        std::fs::write(d.path().join(".config"), GOOD).unwrap();
+        let e = check(&image, 1, 1).unwrap_err();
+        assert_eq!(e.arch, Arch::Arm64);
+        assert!(e.to_string().contains("an arm64 guest"), "{e}");
+        assert!(e.to_string().contains("CONFIG_SERIAL_AMBA_PL011=y"), "{e}");
+        // A bzImage and anything unreadable or unknown: x86-64.
+        let mut bz = vec![0u8; 0x300];
+        bz[0x202..0x206].copy_from_slice(b"HdrS");
+        std::fs::write(d.path().join("bzImage"), bz).unwrap();
+        assert_eq!(image_arch(&d.path().join("bzImage")), Arch::X86_64);
+        assert_eq!(image_arch(&d.path().join("none")), Arch::X86_64);
+    }
+
+    #[test]
+    fn the_embedded_config_of_an_uncompressed_arm64_image_is_found() {
+        let gz = |b: &[u8]| {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(b).unwrap();
+            e.finish().unwrap()
+        };
+        let mut kernel = b"text ".to_vec();
+        kernel.extend(b"IKCFG_ST");
+        kernel.extend(gz(GOOD_ARM64.as_bytes()));
+        kernel.extend(b"IKCFG_ED");
+        assert_eq!(
+            embedded_config(&arm64_image(&kernel)).as_deref(),
+            Some(GOOD_ARM64)
+        );
     }
 
     #[test]

@@ -37,7 +37,12 @@ pub const KEEP_IMAGES: usize = 3;
 
 /// What kbuild's `outputmakefile` refuses an `O=` build for: the source
 /// tree configured or built in place.
-pub const IN_PLACE: &[&str] = &[".config", "include/config", "arch/x86/include/generated"];
+pub const IN_PLACE: &[&str] = &[
+    ".config",
+    "include/config",
+    "arch/x86/include/generated",
+    "arch/arm64/include/generated",
+];
 
 /// A `tree:DIR` spec, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,7 +235,13 @@ pub fn tree_id(dir: &Path) -> String {
 /// `kbuild/trees/<id>`: the object directory (`obj`) and the last build's
 /// log (`build.log`) of the tree `dir`.
 pub fn work_dir(cache: &Cache, dir: &Path) -> PathBuf {
-    cache.path(Path::new("kbuild/trees").join(tree_id(dir)))
+    work_dir_for(cache, dir, crate::arch::Arch::X86_64)
+}
+
+/// [`work_dir`] of `arch`'s builds: `kbuild/trees/<id>` on x86-64,
+/// `kbuild/trees/<id>@arm64` (its own object directory) on arm64.
+pub fn work_dir_for(cache: &Cache, dir: &Path, arch: crate::arch::Arch) -> PathBuf {
+    cache.path(Path::new("kbuild/trees").join(build::arch_name(&tree_id(dir), arch)))
 }
 
 /// The images' name under `kbuild/images/`: `tree-<id>`.
@@ -275,7 +286,8 @@ pub fn build(
         why,
     })?;
     let label = spec.label();
-    let mut def = def.clone();
+    let arch = opts.arch;
+    let mut def = def.for_arch(arch).map_err(BuildError::from)?;
     def.name = label.clone();
     let config_sha = match &spec.config {
         Some(p) => Some(sha256_file(p).map_err(|source| TreeError::ConfigFile {
@@ -288,9 +300,13 @@ pub fn build(
         dir: dir.clone(),
         why,
     })?;
-    let inputs = tree_state.key_inputs(dir, &def, config_sha.as_deref(), build::toolchain());
+    let mut inputs =
+        tree_state.key_inputs(dir, &def, config_sha.as_deref(), build::toolchain_for(arch));
+    if arch != crate::arch::Arch::X86_64 {
+        inputs.arch = arch.name().into();
+    }
     let key = matches!(tree_state, TreeState::Git { .. }).then(|| inputs.key());
-    let name = images_name(dir);
+    let name = build::arch_name(&images_name(dir), arch);
     let summary = summary(&tree_state);
     let done = |image: PathBuf, key: &str, hit: bool, warnings: Vec<String>| TreeBuilt {
         image,
@@ -309,7 +325,11 @@ pub fn build(
     };
     let hit = || {
         let key = key.as_deref()?;
-        let image = cache.path(build::images_rel(&name).join(key).join("bzImage"));
+        let image = cache.path(
+            build::images_rel(&name)
+                .join(key)
+                .join(build::image_name(arch)),
+        );
         if !image.is_file() {
             return None;
         }
@@ -320,7 +340,10 @@ pub fn build(
     if let Some(built) = hit() {
         return Ok(built);
     }
-    let _lock = cache.lock(&format!("kbuild-tree-{}", tree_id(dir)))?;
+    let _lock = cache.lock(&format!(
+        "kbuild-tree-{}",
+        build::arch_name(&tree_id(dir), arch)
+    ))?;
     if let Some(built) = hit() {
         return Ok(built);
     }
@@ -329,7 +352,7 @@ pub fn build(
             "{label}: not a git work tree ({why}): nothing to key its image by, so make runs every time (incrementally)"
         ));
     }
-    let work = work_dir(cache, dir);
+    let work = work_dir_for(cache, dir, arch);
     let (obj, log_path) = (work.join("obj"), work.join("build.log"));
     fs::create_dir_all(&work).map_err(io("create", &work))?;
     fs::write(work.join("tree"), format!("{}\n", dir.display())).map_err(io("write", &work))?;
@@ -341,7 +364,7 @@ pub fn build(
         serde_json::to_string(&inputs).unwrap_or_default()
     );
     say(&format!(
-        "building {label} ({summary}) in {} with make -j{}; log {}",
+        "building {label} ({summary}) for {arch} in {} with make -j{}; log {}",
         obj.display(),
         opts.jobs.max(1),
         log_path.display()
@@ -349,6 +372,7 @@ pub fn build(
     let tb = Instant::now();
     let warnings = build::configure_tree(
         &def,
+        arch,
         spec.config.as_deref(),
         dir,
         &obj,
@@ -357,11 +381,11 @@ pub fn build(
         say,
     )?;
     let args = build::image_make_args(&def, opts, &obj);
-    build::make(&def, dir, &obj, &args, &mut log, &log_path, say, true)?;
+    build::make(&def, arch, dir, &obj, &args, &mut log, &log_path, say, true)?;
     let seconds = tb.elapsed().as_secs_f64();
     say(&format!("{label}: built in {seconds:.0} s"));
     let _ = log.flush();
-    let bz = obj.join("arch/x86/boot/bzImage");
+    let bz = obj.join(arch.kernel_image());
     let key = match key {
         Some(k) => k,
         None => sha256_file(&bz).map_err(io("read", &bz))?[..20].to_string(),
@@ -370,6 +394,7 @@ pub fn build(
         "name": name,
         "tree": dir,
         "key": key,
+        "arch": arch,
         "inputs": inputs,
         "changed_files": changed(&tree_state),
         "config": spec.config.as_ref().map_or_else(
@@ -380,8 +405,8 @@ pub fn build(
         "warnings": warnings,
     });
     let dir_rel = build::images_rel(&name).join(&key);
-    let image = build::store(cache, &dir_rel, &obj, &log_path, &meta)?;
-    prune(cache, &name, &key);
+    let image = build::store(cache, arch, &dir_rel, &obj, &log_path, &meta)?;
+    prune(cache, &name, &key, arch);
     Ok(done(image, &key, false, warnings))
 }
 
@@ -409,8 +434,9 @@ fn summary(s: &TreeState) -> String {
 /// Keeps the newest [`KEEP_IMAGES`] images of `name` (and `keep`);
 /// removes the rest and any incomplete entry (the tree's lock is held, so
 /// nothing is being written there). Best effort.
-fn prune(cache: &Cache, name: &str, keep: &str) {
-    let images = build::cached_images(cache, name);
+fn prune(cache: &Cache, name: &str, keep: &str, arch: crate::arch::Arch) {
+    // `name` is already the arch's (`tree-<id>@arm64`).
+    let images = build::list_images(cache, name, build::image_name(arch));
     let complete: Vec<&str> = images.iter().map(|(k, _, _)| k.as_str()).collect();
     let old = images.iter().skip(KEEP_IMAGES).map(|(k, _, _)| k.as_str());
     let dir = cache.path(build::images_rel(name));
@@ -753,7 +779,7 @@ mod tests {
         cache
             .write_atomic("kbuild/images/tree-x/partial/config", &mut &b"x"[..])
             .unwrap();
-        prune(&cache, "tree-x", "a");
+        prune(&cache, "tree-x", "a", crate::arch::Arch::X86_64);
         let mut left: Vec<String> = fs::read_dir(cache.path("kbuild/images/tree-x"))
             .unwrap()
             .flatten()
@@ -761,5 +787,26 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["a", "c", "d", "e"]);
+    }
+
+    #[test]
+    fn arm64_builds_of_a_tree_have_their_own_objects_and_images() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = Cache::at(d.path());
+        let tree = Path::new("/src/linux");
+        let arm = work_dir_for(&cache, tree, crate::arch::Arch::Arm64);
+        assert_eq!(
+            work_dir(&cache, tree),
+            work_dir_for(&cache, tree, crate::arch::Arch::X86_64)
+        );
+        assert_ne!(arm, work_dir(&cache, tree));
+        assert!(arm.ends_with(format!("{}@arm64", tree_id(tree))));
+        // An arm64 entry is complete with its Image; pruning keeps it.
+        cache
+            .write_atomic("kbuild/images/tree-y@arm64/k/Image", &mut &b"x"[..])
+            .unwrap();
+        prune(&cache, "tree-y@arm64", "other", crate::arch::Arch::Arm64);
+        assert!(cache.path("kbuild/images/tree-y@arm64/k/Image").is_file());
+        assert!(IN_PLACE.contains(&"arch/arm64/include/generated"));
     }
 }

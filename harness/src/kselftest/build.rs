@@ -1,11 +1,17 @@
 //! The build and its cache: the tree's own `make` (headers, then the futex
 //! selftests, static), the [`Manifest`] of what was built, and
 //! `<cache>/kselftest/futex/<key>/` keyed by the source identity, the gcc
-//! version, the libnuma package and [`RECIPE`].
+//! version, the libnuma package and [`RECIPE`] (and, for arm64, the
+//! architecture: x86-64 keys are as before arm64 existed).
+//!
+//! arm64 is cross-built (`ARCH=arm64` headers, `aarch64-linux-gnu-gcc
+//! -static`) without libnuma for now: the libnuma-dev the cache holds is
+//! amd64's, so `futex_numa_mpol` skips its MPOL part there.
 
 use super::libnuma::{fetch_libnuma, LibNuma, LIBNUMA_MIN};
 use super::suite::{programs, Program};
 use super::{io_err, source, KselftestError, Options, SourceSpec, FUTEX_DIR};
+use crate::arch::Arch;
 use crate::kernel::cache::{sha256_hex, Cache};
 use crate::kernel::debian::DebianMirror;
 use serde::{Deserialize, Serialize};
@@ -56,28 +62,64 @@ pub fn prepare(
     opts: &Options,
     say: &(dyn Fn(&str) + Sync),
 ) -> Result<Build, KselftestError> {
-    let gcc = gcc_version()?;
+    prepare_for(spec, cache, opts, Arch::X86_64, say)
+}
+
+/// The compiler of `arch`'s selftests (`gcc`, `aarch64-linux-gnu-gcc`).
+pub fn compiler(arch: Arch) -> String {
+    format!(
+        "{}gcc",
+        crate::kernel::build::cross_compile(arch).unwrap_or("")
+    )
+}
+
+/// The cache key of a build (pure): x86-64's text is what it was before
+/// arm64 existed; other architectures add their name.
+pub fn cache_key(identity: &str, gcc: &str, libnuma: Option<&str>, arch: Arch) -> String {
+    let mut key_text = format!("{RECIPE}\n{identity}\n{gcc}\n{}", libnuma.unwrap_or("-"));
+    if arch != Arch::X86_64 {
+        key_text.push_str(&format!("\narch {}", arch.name()));
+    }
+    sha256_hex(key_text.as_bytes())[..16].to_string()
+}
+
+/// [`prepare`] for guests of `arch` (arm64: cross-built, no libnuma).
+pub fn prepare_for(
+    spec: &SourceSpec,
+    cache: &Cache,
+    opts: &Options,
+    arch: Arch,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<Build, KselftestError> {
+    let gcc = compiler_version(&compiler(arch))?;
     let mirror = || DebianMirror::discover(opts.mirror.as_deref());
     // The source identity first: cheap for Debian (the .deb is cached).
     let (identity, deb) = source::identity(spec, cache, &mirror)?;
-    let numa = match mirror()
-        .map_err(KselftestError::from)
-        .and_then(|m| fetch_libnuma(&m, cache))
-    {
-        Ok(n) => Some(n),
-        Err(e) => {
-            say(&format!(
-                "warning: no libnuma >= {LIBNUMA_MIN} ({e}); \
-                 futex_numa_mpol will skip its MPOL part"
-            ));
+    let numa = match arch {
+        Arch::X86_64 => match mirror()
+            .map_err(KselftestError::from)
+            .and_then(|m| fetch_libnuma(&m, cache))
+        {
+            Ok(n) => Some(n),
+            Err(e) => {
+                say(&format!(
+                    "warning: no libnuma >= {LIBNUMA_MIN} ({e}); \
+                     futex_numa_mpol will skip its MPOL part"
+                ));
+                None
+            }
+        },
+        Arch::Arm64 => {
+            say("note: no arm64 libnuma yet; futex_numa_mpol will skip its MPOL part");
             None
         }
     };
-    let key_text = format!(
-        "{RECIPE}\n{identity}\n{gcc}\n{}",
-        numa.as_ref().map(|n| n.package.as_str()).unwrap_or("-")
+    let key = &cache_key(
+        &identity,
+        &gcc,
+        numa.as_ref().map(|n| n.package.as_str()),
+        arch,
     );
-    let key = &sha256_hex(key_text.as_bytes())[..16];
     let rel = format!("kselftest/futex/{key}");
     let dir = cache.checked_path(&rel)?;
     let _lock = cache.lock(&format!("kselftest-futex-{key}"))?;
@@ -114,13 +156,14 @@ pub fn prepare(
         fs::create_dir_all(d).map_err(io_err("create", d))?;
     }
     let _ = fs::remove_file(&log);
-    let mut manifest = build(
+    let mut manifest = build_for(
         &root,
         work.path(),
         staged.path(),
         &log,
         numa.as_ref(),
         opts.jobs,
+        arch,
     )?;
     let _ = fs::copy(&log, staged.path().join("build.log"));
     manifest.source = identity;
@@ -143,10 +186,15 @@ pub fn prepare(
 
 /// `gcc --version`'s first line (part of the cache key).
 pub fn gcc_version() -> Result<String, KselftestError> {
-    let out = Command::new("gcc")
+    compiler_version("gcc")
+}
+
+/// `<cc> --version`'s first line.
+fn compiler_version(cc: &str) -> Result<String, KselftestError> {
+    let out = Command::new(cc)
         .arg("--version")
         .output()
-        .map_err(io_err("run", Path::new("gcc")))?;
+        .map_err(io_err("run", Path::new(cc)))?;
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
         .next()
@@ -238,13 +286,33 @@ pub fn make_commands(
     numa: Option<&LibNuma>,
     jobs: usize,
 ) -> (Command, Command) {
+    make_commands_for(root, obj, out, include, numa, jobs, Arch::X86_64)
+}
+
+/// [`make_commands`] for `arch`: x86-64's are unchanged (host headers and
+/// gcc); arm64's install arm64's uapi headers and cross-compile.
+pub fn make_commands_for(
+    root: &Path,
+    obj: &Path,
+    out: &Path,
+    include: &Path,
+    numa: Option<&LibNuma>,
+    jobs: usize,
+    arch: Arch,
+) -> (Command, Command) {
+    let cross = crate::kernel::build::cross_compile(arch);
     let mut headers = Command::new("make");
     headers
         .current_dir(root)
         .arg("-s")
         .arg(format!("-j{jobs}"))
-        .arg(format!("O={}", obj.display()))
-        .arg("headers");
+        .arg(format!("O={}", obj.display()));
+    if let Some(prefix) = cross {
+        headers
+            .arg(format!("ARCH={}", arch.kbuild_arch()))
+            .arg(format!("CROSS_COMPILE={prefix}"));
+    }
+    headers.arg("headers");
     let mut tests = Command::new("make");
     tests
         .arg(format!("-j{jobs}"))
@@ -255,7 +323,12 @@ pub fn make_commands(
             "KHDR_INCLUDES=-isystem {}",
             obj.join("usr/include").display()
         ))
-        .arg("CC=gcc -static");
+        .arg(format!("CC={} -static", compiler(arch)));
+    if let Some(prefix) = cross {
+        tests
+            .arg(format!("ARCH={}", arch.kbuild_arch()))
+            .arg(format!("CROSS_COMPILE={prefix}"));
+    }
     // CFLAGS/LDFLAGS come from the environment: the Makefile appends to
     // CFLAGS, so these -I come before the tree's own.
     let mut cflags = format!("-I{}", include.display());
@@ -286,6 +359,19 @@ pub fn build(
     numa: Option<&LibNuma>,
     jobs: usize,
 ) -> Result<Manifest, KselftestError> {
+    build_for(root, work, dest, log, numa, jobs, Arch::X86_64)
+}
+
+/// [`build`] for guests of `arch`.
+pub fn build_for(
+    root: &Path,
+    work: &Path,
+    dest: &Path,
+    log: &Path,
+    numa: Option<&LibNuma>,
+    jobs: usize,
+    arch: Arch,
+) -> Result<Manifest, KselftestError> {
     let jobs = if jobs == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -296,7 +382,7 @@ pub fn build(
     fs::create_dir_all(&out).map_err(io_err("create", &out))?;
     let include = work.join("include");
     harness_header(root, &include)?;
-    let (headers, tests) = make_commands(root, &obj, &out, &include, numa, jobs);
+    let (headers, tests) = make_commands_for(root, &obj, &out, &include, numa, jobs, arch);
     step("make headers", headers, log)?;
     step("make futex selftests", tests, log)?;
 
@@ -306,7 +392,10 @@ pub fn build(
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| crate::guestbin::check_static(&out.join(n)).is_ok())
+        .filter(|n| match arch {
+            Arch::X86_64 => crate::guestbin::check_static(&out.join(n)).is_ok(),
+            _ => fs::read(out.join(n)).is_ok_and(|b| static_elf_of(&b, arch)),
+        })
         .collect();
     built.sort();
     if built.is_empty() {
@@ -329,6 +418,23 @@ pub fn build(
         not_run,
         build_seconds: 0.0,
     })
+}
+
+/// Whether `b` is a static 64-bit little-endian ELF executable of `arch`
+/// (no `PT_INTERP`): what the guest can run without a dynamic loader.
+pub fn static_elf_of(b: &[u8], arch: Arch) -> bool {
+    use object::elf::{FileHeader64, PT_INTERP};
+    use object::read::elf::{FileHeader, ProgramHeader};
+    use object::LittleEndian as LE;
+    let Ok(header) = FileHeader64::<LE>::parse(b) else {
+        return false;
+    };
+    if !header.is_little_endian() || header.e_machine(LE) != arch.elf_machine() {
+        return false;
+    }
+    header
+        .program_headers(LE, b)
+        .is_ok_and(|ph| !ph.iter().any(|p| p.p_type(LE) == PT_INTERP))
 }
 
 #[cfg(test)]
@@ -379,6 +485,83 @@ mod tests {
         assert!(t
             .get_envs()
             .any(|(k, v)| k == "CFLAGS" && v == Some("-I/i".as_ref())));
+    }
+
+    #[test]
+    fn arm64_selftests_are_cross_built_and_keyed_apart() {
+        let args = |c: &Command| {
+            c.get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let (h, t) = make_commands_for(
+            Path::new("/src"),
+            Path::new("/w/obj"),
+            Path::new("/w/out"),
+            Path::new("/w/include"),
+            None,
+            2,
+            Arch::Arm64,
+        );
+        assert_eq!(
+            args(&h),
+            [
+                "-s",
+                "-j2",
+                "O=/w/obj",
+                "ARCH=arm64",
+                "CROSS_COMPILE=aarch64-linux-gnu-",
+                "headers"
+            ]
+        );
+        let ta = args(&t);
+        assert!(ta.contains(&"CC=aarch64-linux-gnu-gcc -static".to_string()));
+        assert!(ta.contains(&"ARCH=arm64".to_string()));
+        assert!(ta.contains(&"LIBNUMA_TEST=NO".to_string()));
+        // x86-64 is what make_commands always made.
+        let (h, t) = make_commands_for(
+            Path::new("/src"),
+            Path::new("/w/obj"),
+            Path::new("/w/out"),
+            Path::new("/w/include"),
+            None,
+            2,
+            Arch::X86_64,
+        );
+        assert_eq!(args(&h), ["-s", "-j2", "O=/w/obj", "headers"]);
+        assert!(!args(&t).iter().any(|a| a.starts_with("ARCH=")));
+        assert!(args(&t).contains(&"CC=gcc -static".to_string()));
+        assert_eq!(compiler(Arch::Arm64), "aarch64-linux-gnu-gcc");
+
+        let x86 = cache_key("debian:x", "gcc 12", Some("libnuma.deb"), Arch::X86_64);
+        let old = format!("{RECIPE}\ndebian:x\ngcc 12\nlibnuma.deb");
+        assert_eq!(x86, sha256_hex(old.as_bytes())[..16]);
+        assert_ne!(
+            cache_key("debian:x", "gcc 12", Some("libnuma.deb"), Arch::Arm64),
+            x86
+        );
+    }
+
+    #[test]
+    fn static_binaries_are_told_apart_by_machine() {
+        // A minimal ELF64 LE header with no program headers: static.
+        let elf = |machine: u16| {
+            let mut b = vec![0u8; 64];
+            b[..4].copy_from_slice(b"\x7fELF");
+            b[4] = 2; // 64-bit
+            b[5] = 1; // little-endian
+            b[6] = 1; // version
+            b[16] = 2; // ET_EXEC
+            b[18..20].copy_from_slice(&machine.to_le_bytes());
+            b[20] = 1;
+            b[52] = 64; // e_ehsize
+            b[54] = 56; // e_phentsize
+            b
+        };
+        assert!(static_elf_of(&elf(object::elf::EM_AARCH64), Arch::Arm64));
+        assert!(!static_elf_of(&elf(object::elf::EM_X86_64), Arch::Arm64));
+        assert!(static_elf_of(&elf(object::elf::EM_X86_64), Arch::X86_64));
+        assert!(!static_elf_of(b"#!/bin/sh\n", Arch::Arm64));
     }
 
     #[test]

@@ -16,6 +16,9 @@
 //! * Cache: `<cache>/kselftest/futex/<key>/` with the static binaries and a
 //!   `manifest.json`; `key` hashes the source identity, the gcc version, the
 //!   libnuma package and [`RECIPE`].
+//! * arm64 guests ([`prepare_for`] with [`Arch::Arm64`](crate::arch::Arch)):
+//!   cross-built (`ARCH=arm64` headers, `CC="aarch64-linux-gnu-gcc
+//!   -static"`), keyed with the architecture, without libnuma for now.
 //! * Run: in the order and with the arguments of the tree's `run.sh`, then
 //!   the other `TEST_GEN_PROGS` the kselftest runner would run (minus manual
 //!   tools, see [`MANUAL_TOOLS`]). Each program prints KTAP (`TAP version
@@ -31,7 +34,10 @@ mod mapping;
 mod source;
 mod suite;
 
-pub use build::{build, gcc_version, make_commands, prepare, Build, Manifest, RECIPE};
+pub use build::{
+    build, build_for, cache_key, compiler, gcc_version, make_commands, make_commands_for, prepare,
+    prepare_for, static_elf_of, Build, Manifest, RECIPE,
+};
 pub use catalog::CASES;
 pub use compare::{compare, compare_junit, read_junit, JunitCase, Verdict};
 pub use libnuma::{

@@ -47,6 +47,10 @@ pub enum KernelCmd {
         /// Do not use ccache even when it is installed.
         #[arg(long)]
         no_ccache: bool,
+        /// The guest architecture built for (default: the host's); arm64
+        /// is cross-compiled with aarch64-linux-gnu-gcc.
+        #[arg(long, value_enum, default_value_t = harness::arch::Arch::host_or_default())]
+        arch: harness::arch::Arch,
         /// Debian mirror for `debian:` bases (default: $HARNESS_DEBIAN_MIRROR, else apt's).
         #[arg(long, value_name = "URL")]
         debian_mirror: Option<String>,
@@ -55,6 +59,9 @@ pub enum KernelCmd {
     Path {
         /// Definition name.
         name: String,
+        /// The guest architecture (default: the host's).
+        #[arg(long, value_enum, default_value_t = harness::arch::Arch::host_or_default())]
+        arch: harness::arch::Arch,
         /// Debian mirror for `debian:` bases.
         #[arg(long, value_name = "URL")]
         debian_mirror: Option<String>,
@@ -203,8 +210,10 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                                 .join(" + "),
                             def.require.len()
                         );
-                        for (key, img, _) in build::cached_images(&cache, &name) {
-                            println!("    built {key}: {}", img.display());
+                        for arch in harness::arch::ALL {
+                            for (key, img, _) in build::cached_images_for(&cache, &name, arch) {
+                                println!("    built {key} ({arch}): {}", img.display());
+                            }
                         }
                     }
                     Err(e) => println!("{name}: INVALID: {e}"),
@@ -216,6 +225,7 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
             names,
             jobs,
             no_ccache,
+            arch,
             debian_mirror,
         } => {
             let names = if names.is_empty() {
@@ -225,7 +235,10 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
             };
             for name in names {
                 let def = definition::load(&dir, &name)?;
-                let mut opts = build::BuildOptions::default();
+                let mut opts = build::BuildOptions {
+                    arch,
+                    ..Default::default()
+                };
                 if let Some(j) = jobs {
                     opts.jobs = j.max(1);
                 }
@@ -258,11 +271,13 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
         }
         KernelCmd::Path {
             name,
+            arch,
             debian_mirror,
         } => {
             let def = definition::load(&dir, &name)?;
             let opts = build::BuildOptions {
                 no_build: true,
+                arch,
                 ..Default::default()
             };
             let built = build::build(&def, &cache, &opts, &debian_mirror_fn(debian_mirror), &say)?;
@@ -273,7 +288,7 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                 }
                 None => {
                     eprintln!(
-                        "harness: {name} (key {}) is not built: run `harness kernel build {name}`",
+                        "harness: {name} (key {}) is not built: run `harness kernel build {name} --arch {arch}`",
                         built.key
                     );
                     Ok(EXIT_NOT_READY)
@@ -287,6 +302,8 @@ pub fn kernel_cmd(cmd: KernelCmd) -> anyhow::Result<u8> {
                     .flat_map(|d| std::fs::read_dir(cache.path(d)).into_iter().flatten())
                     .filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
+                    // `<name>@arm64`: the arm64 build of `<name>` (clean takes every arch's).
+                    .map(|n| n.split('@').next().unwrap_or_default().to_string())
                     .filter(|n| definition::valid_name(n))
                     .collect();
                 v.sort();
