@@ -238,7 +238,11 @@ impl Session {
         if !suite::is_kselftest_suite(name) {
             return suite::builtin(name, expect).map_err(|e| e.to_string());
         }
-        let key = (name.to_string(), kernel_label.to_string());
+        // The same kernel label of two architectures: two builds.
+        let key = (
+            name.to_string(),
+            crate::planner::arch_label(kernel_label, kernel.arch),
+        );
         if let Some(r) = self.kselftests.get(&key) {
             return r.clone();
         }
@@ -248,17 +252,18 @@ impl Session {
             rebuild: false,
             jobs: 0,
         };
-        let (name_s, tree, version) = (
+        let (name_s, tree, version, arch) = (
             name.to_string(),
             kselftest_tree.map(String::from),
             kernel.version.clone(),
+            kernel.arch,
         );
         let r = reporters
             .blocking(move |say| {
                 let spec =
                     crate::kselftest::source_spec(&name_s, tree.as_deref(), version.as_deref())?;
                 let cache = crate::kernel::cache::Cache::from_env()?;
-                crate::kselftest::prepare(&spec, &cache, &opts, say)
+                crate::kselftest::prepare_for(&spec, &cache, &opts, arch, say)
             })
             .await
             .map_err(|e| format!("internal error: {e}"))
@@ -393,15 +398,8 @@ pub fn preboot_image(image: &Path, topology: &Topology) -> Result<Option<String>
 
 /// What an architecture other than x86-64 cannot do yet, refused before
 /// anything is downloaded, built or booted (a usage error naming the
-/// flag): kernels built here, the kernel's own selftests, shares, the
-/// interactive shell and gdb.
-pub fn check_arch(
-    arch: crate::arch::Arch,
-    kernel: &KernelSpec,
-    suite: &str,
-    shares: bool,
-    shell_or_gdb: bool,
-) -> Result<(), Error> {
+/// flag): shares, the interactive shell and gdb.
+pub fn check_arch(arch: crate::arch::Arch, shares: bool, shell_or_gdb: bool) -> Result<(), Error> {
     if arch == crate::arch::Arch::X86_64 {
         return Ok(());
     }
@@ -410,12 +408,6 @@ pub fn check_arch(
             "--arch {arch}: {what} x86-64 only so far"
         )))
     };
-    if matches!(kernel, KernelSpec::Source(_) | KernelSpec::Tree(_)) {
-        return refuse("kernels built from source (source:, tree:) are");
-    }
-    if suite::is_kselftest_suite(suite) {
-        return refuse("the kernel's own selftests (kselftest suites) are");
-    }
     if shares {
         return refuse("--share is");
     }

@@ -29,10 +29,8 @@ const ROWS: &[Row] = &[
           message: "harness: error: --repeat/--until-fail cannot be combined with --shell or --gdb (a person in the loop is not an iteration)" },
     Row { args: &["run", "--kernel", "debian:7.3", "--arch", "riscv64"], code: 2,
         message: "error: invalid value 'riscv64' for '--arch <ARCH>'" },
-    Row { args: &["run", "--kernel", "source:7.3", "--arch", "arm64"], code: 2,
-        message: "harness: error: --arch arm64: kernels built from source (source:, tree:) are x86-64 only so far" },
-    Row { args: &["run", "--kernel", "debian:7.3", "--arch", "arm64", "--suite", "kselftest-futex"], code: 2,
-        message: "harness: error: --arch arm64: the kernel's own selftests (kselftest suites) are x86-64 only so far" },
+    Row { args: &["run", "--kernel", "debian:7.3", "--arch", "arm64", "--topology", "nodes=2,offline=1"], code: 2,
+        message: "harness: error: --topology nodes=2,offline=1: arm64 guests cannot have possible-but-offline nodes (offline=)" },
     Row { args: &["run", "--kernel", "debian:7.3", "--arch", "arm64", "--share", "/tmp"], code: 2,
         message: "harness: error: --arch arm64: --share is x86-64 only so far" },
     Row { args: &["run", "--kernel", "debian:7.3", "--arch", "arm64", "--shell"], code: 2,
@@ -369,7 +367,7 @@ fn a_path_kernel_lacking_guest_options_is_refused_before_boot() {
     let (code, err) = run(&no_ioperm, "nodes=1,cpus=1,mem=256M");
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("lacks what the guest needs for 1 node(s) x 1 vCPU(s)")
+        err.contains("lacks what an x86_64 guest needs for 1 node(s) x 1 vCPU(s)")
             && err.contains(
                 "CONFIG_X86_IOPL_IOPERM=y    # guest-init ends QEMU through isa-debug-exit (ioperm) (is not set)"
             ),

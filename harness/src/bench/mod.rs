@@ -184,7 +184,6 @@ pub async fn run(
     // or booted.
     for (_, spec) in &kernels {
         crate::planner::check_kernel(spec)?;
-        crate::planner::check_arch(a.arch, spec, "bench", false, false)?;
     }
     if a.arch != crate::arch::Arch::X86_64 && a.emit_bare.is_some() {
         return Err(BenchError::Usage(format!(

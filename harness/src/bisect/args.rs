@@ -16,6 +16,10 @@ pub struct CommonArgs {
     /// are not used).
     #[arg(long, default_value = "7.3")]
     pub kernel: String,
+    /// The architecture each step builds for and boots (`arm64`: a cross
+    /// build, `ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu-`).
+    #[arg(long, value_parser = crate::args::arch_parser(), default_value_t = crate::arch::Arch::host_or_default())]
+    pub arch: crate::arch::Arch,
     /// Topology: `nodes=N,cpus=C,mem=SIZE[,distance=D]` or a topology name
     /// from matrix.yaml (e.g. 2n2c).
     #[arg(long, default_value = "nodes=2,cpus=2,mem=512M")]
@@ -111,6 +115,8 @@ pub fn step_argv(c: &CommonArgs, phase: &str) -> Vec<String> {
         abs(&c.tree).display().to_string(),
         "--kernel".into(),
         c.kernel.clone(),
+        "--arch".into(),
+        c.arch.name().into(),
         "--topology".into(),
         c.topology.clone(),
         "--test".into(),
@@ -159,6 +165,7 @@ pub(super) mod tests {
         CommonArgs {
             tree: "t".into(),
             kernel: "7.3".into(),
+            arch: crate::arch::Arch::X86_64,
             topology: "nodes=2,cpus=1,mem=256M".into(),
             test: test.into(),
             out: "o".into(),

@@ -72,7 +72,10 @@ pub fn dry_run(args: &BisectArgs, exe: &Path) -> Result<String, BisectError> {
     };
     let def = crate::kernel::definition::load(&dir, &c.kernel)
         .map_err(|e| BisectError::Usage(format!("--kernel: {e}")))?;
-    let build = crate::kernel::build::BuildOptions::default();
+    let build = crate::kernel::build::BuildOptions {
+        arch: c.arch,
+        ..Default::default()
+    };
     let ccache = build.ccache && !c.no_ccache && crate::kernel::source::on_path("ccache");
     let _ = writeln!(
         s,
@@ -90,15 +93,18 @@ pub fn dry_run(args: &BisectArgs, exe: &Path) -> Result<String, BisectError> {
             },
         }
     );
-    let image = out.join("obj/arch/x86/boot/bzImage");
+    let image = out.join("obj").join(c.arch.kernel_image());
     let expect = step_expectations(&image, def.version.clone(), def.expect.clone());
     let tests = step_tests(c, &sel, &topology, expect.as_deref()).map_err(BisectError::Usage)?;
-    let (accel, _) =
-        crate::host::choose_accel(crate::host::AccelChoice::Auto, &crate::host::probe_kvm())
-            .map_err(|e| BisectError::Infra(e.to_string()))?;
-    let (qemu, qemu_note) = crate::dry_run::qemu();
+    let (accel, _) = crate::host::choose_accel_for(
+        crate::host::AccelChoice::Auto,
+        &crate::host::probe_kvm(),
+        c.arch,
+    )
+    .map_err(|e| BisectError::Infra(e.to_string()))?;
+    let (qemu, qemu_note) = crate::dry_run::qemu_for(c.arch);
     let cache = Cache::from_env().map_err(|e| BisectError::Infra(e.to_string()))?;
-    let (bins, unpack) = crate::dry_run::guest_bins(&cache);
+    let (bins, unpack) = crate::dry_run::guest_bins_for(&cache, c.arch);
     if let Some(u) = unpack {
         let _ = writeln!(s, "would {u}");
     }

@@ -256,7 +256,10 @@ async fn kernel_reps(
     };
     // Build.
     let tb = Instant::now();
-    let mut opts = crate::kernel::build::BuildOptions::default();
+    let mut opts = crate::kernel::build::BuildOptions {
+        arch: c.arch,
+        ..Default::default()
+    };
     if let Some(j) = c.jobs {
         opts.jobs = j.max(1);
     }
@@ -453,7 +456,7 @@ pub(super) fn step_want(
         extra_tests: Vec::new(),
         expect: ExpectWant::Given(expect),
         accel: crate::host::AccelChoice::Auto,
-        arch: crate::arch::Arch::X86_64,
+        arch: c.arch,
         shares: ShareWant::default(),
         known_failures: Vec::new(),
         out_dir,
@@ -491,6 +494,7 @@ pub(super) fn step_request(
         want.out_dir,
     );
     req.name = want.name.unwrap_or(req.name);
+    req.arch = want.arch;
     if let crate::prepare::ExpectWant::Given(e) = want.expect {
         req.expect = e;
     }

@@ -554,16 +554,6 @@ pub fn resolve(
                 origin: KernelOrigin::Path,
             })
         }
-        KernelSpec::Source(_) | KernelSpec::Tree(_) if arch != crate::arch::Arch::X86_64 => {
-            Err(ResolveError::NotForArch {
-                spec: match spec {
-                    KernelSpec::Source(n) => format!("source:{n}"),
-                    _ => "tree:".into(),
-                },
-                arch,
-                why: "kernels built from source are x86-64 only so far".into(),
-            })
-        }
         KernelSpec::Source(name) => {
             let def = definition::load(&definition::kernels_dir()?, name)?;
             let cache = Cache::from_env()?;
@@ -571,7 +561,10 @@ pub fn resolve(
             let built = build::build(
                 &def,
                 &cache,
-                &build::BuildOptions::default(),
+                &build::BuildOptions {
+                    arch,
+                    ..build::BuildOptions::default()
+                },
                 &|| DebianMirror::discover(mirror.as_deref()),
                 say,
             )?;
@@ -602,7 +595,10 @@ pub fn resolve(
                 t,
                 &def,
                 &Cache::from_env()?,
-                &build::BuildOptions::default(),
+                &build::BuildOptions {
+                    arch,
+                    ..build::BuildOptions::default()
+                },
                 say,
             )?;
             Ok(ResolvedKernel {

@@ -86,14 +86,12 @@ pub async fn run(args: RunArgs, reporters: &mut Reporters, door: Door) -> Result
     }
     crate::planner::check_arch(
         args.arch,
-        &kernel,
-        &args.suite,
         !args.shares.is_empty(),
         args.debug.shell.is_some() || args.debug.gdb.is_some(),
     )?;
     // A `path:` image is checked against the topology before anything
     // else (the note, when it has no config, is said once it is prepared).
-    if let (KernelSpec::Path(p), crate::arch::Arch::X86_64) = (&kernel, args.arch) {
+    if let KernelSpec::Path(p) = &kernel {
         crate::planner::preboot_image(p, &topology)?;
     }
     crate::planner::check_suite(&args.suite)?;

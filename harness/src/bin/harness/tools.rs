@@ -49,7 +49,7 @@ pub enum KernelCmd {
         no_ccache: bool,
         /// The guest architecture built for (default: the host's); arm64
         /// is cross-compiled with aarch64-linux-gnu-gcc.
-        #[arg(long, value_enum, default_value_t = harness::arch::Arch::host_or_default())]
+        #[arg(long, value_parser = harness::args::arch_parser(), default_value_t = harness::arch::Arch::host_or_default())]
         arch: harness::arch::Arch,
         /// Debian mirror for `debian:` bases (default: $HARNESS_DEBIAN_MIRROR, else apt's).
         #[arg(long, value_name = "URL")]
@@ -60,7 +60,7 @@ pub enum KernelCmd {
         /// Definition name.
         name: String,
         /// The guest architecture (default: the host's).
-        #[arg(long, value_enum, default_value_t = harness::arch::Arch::host_or_default())]
+        #[arg(long, value_parser = harness::args::arch_parser(), default_value_t = harness::arch::Arch::host_or_default())]
         arch: harness::arch::Arch,
         /// Debian mirror for `debian:` bases.
         #[arg(long, value_name = "URL")]

@@ -26,11 +26,7 @@ fn refuse_on_arch(
     t: &crate::matrix::model::NamedTopology,
     s: &crate::matrix::model::Suite,
 ) -> Result<(), MatrixError> {
-    let why = crate::planner::arch_topology_refusal(k.arch, &t.topology).or_else(|| {
-        crate::planner::check_arch(k.arch, &k.spec, &s.name, false, false)
-            .err()
-            .map(|e| e.to_string())
-    });
+    let why = crate::planner::arch_topology_refusal(k.arch, &t.topology);
     match why {
         Some(why) => Err(cx.err(
             locate::section(cx.text, "cells"),

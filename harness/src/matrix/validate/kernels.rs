@@ -49,14 +49,6 @@ fn kernel(cx: &Ctx, k: RawKernel) -> Result<Kernel, MatrixError> {
             )
         })?,
     };
-    crate::planner::check_arch(arch, &spec, "", false, false).map_err(|e| {
-        cx.at_item(
-            "kernels",
-            &k.name,
-            Some("arch"),
-            format!("kernel {:?}: {e}", k.name),
-        )
-    })?;
     Ok(Kernel {
         name: k.name,
         spec_text: k.spec,
