@@ -622,6 +622,41 @@ mod tests {
     }
 
     #[test]
+    fn two_node_arm64_tcg_snapshot() {
+        let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M,distance=31").unwrap();
+        let mut s = spec(t, Accel::Tcg);
+        s.arch = Arch::Arm64;
+        assert_eq!(
+            line(&argv(&s)),
+            "-nodefaults -no-user-config -display none -no-reboot -machine virt,gic-version=3 \
+             -accel tcg -cpu max,pauth-impdef=on -smp 4,sockets=4,cores=1,threads=1 -m 1024M \
+             -object memory-backend-ram,id=mem0,size=512M -object memory-backend-ram,id=mem1,size=512M \
+             -numa node,nodeid=0,cpus=0-1,memdev=mem0 -numa node,nodeid=1,cpus=2-3,memdev=mem1 \
+             -numa dist,src=0,dst=1,val=31 -numa dist,src=1,dst=0,val=31 \
+             -kernel /k/vmlinuz -initrd /c/initrd \
+             -append console=ttyAMA0 panic=-1 rdinit=/init printk.time=1 printk.devkmsg=on random.trust_cpu=on quiet \
+             -chardev socket,id=console,path=/c/console.sock -serial chardev:console \
+             -device virtio-serial-pci -chardev socket,id=results,path=/c/results.sock \
+             -device virtconsole,chardev=results \
+             -chardev socket,id=qmp,path=/c/qmp.sock -mon chardev=qmp,mode=control"
+        );
+        // By hand: the console on stdout, the results into a file, no
+        // isa-debug-exit (the guest's status is on the console).
+        let by_hand = line(&argv_by_hand(&s, "/o/r.ktap".as_ref()));
+        assert!(
+            by_hand.ends_with(
+                "-serial stdio -device virtio-serial-pci -chardev file,id=results,path=/o/r.ktap \
+                 -device virtconsole,chardev=results"
+            ),
+            "{by_hand}"
+        );
+        assert_eq!(
+            line(&accel_args_for(Arch::Arm64, Accel::Kvm, TcgThread::Multi)),
+            "-accel kvm -cpu host"
+        );
+    }
+
+    #[test]
     fn by_hand_the_console_is_stdout_and_the_results_a_file() {
         let t = Topology::parse_spec("nodes=2,cpus=2,mem=512M").unwrap();
         let mut s = spec(t, Accel::Tcg);

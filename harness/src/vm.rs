@@ -672,6 +672,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_guests_status_is_qemus_on_x86_and_the_consoles_on_arm64() {
+        use crate::arch::Arch;
+        let console = b"[ 2.9] harness: guest-exit 16\r\n[ 2.9] reboot: Power down\r\n";
+        assert_eq!(
+            guest_exit(Arch::X86_64, Some(33), b""),
+            Some(GuestExit::Finished)
+        );
+        assert_eq!(guest_exit(Arch::X86_64, Some(0), console), None);
+        assert_eq!(
+            guest_exit(Arch::Arm64, Some(0), console),
+            Some(GuestExit::Finished)
+        );
+        // Killed, or QEMU's own error: not the guest's word, mark or not.
+        assert_eq!(guest_exit(Arch::Arm64, Some(1), console), None);
+        assert_eq!(guest_exit(Arch::Arm64, None, console), None);
+        assert_eq!(
+            guest_exit(Arch::Arm64, Some(0), b"reboot: Power down"),
+            None
+        );
+    }
+
+    #[test]
     fn capture_keeps_head_and_tail_and_says_what_it_dropped() {
         let mut c = Capture::new(8192);
         c.push(&[b'a'; 8192]);
