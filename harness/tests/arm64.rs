@@ -5,7 +5,8 @@
 //! that names the topology). Only with `HARNESS_VM_TESTS=1`, like every
 //! VM test (the smoke cell's KCIDB document checked by KernelCI's
 //! validator). The kernel is `$HARNESS_TEST_KERNEL_ARM64` (default
-//! `debian:7.3.4`).
+//! `debian:7.3.4`); the futex suite runs again on `$HARNESS_SOURCE_KERNEL`
+//! (`source:7.3` in CI) cross-built for arm64.
 
 mod common;
 mod kcidb_common;
@@ -19,10 +20,20 @@ fn kernel() -> String {
 
 /// `harness run --arch arm64` of `suite` at `topology`, JSON results in `dir`.
 fn run_arm64(dir: &Path, topology: &str, suite: &str) -> (Output, serde_json::Value) {
+    run_arm64_on(&kernel(), dir, topology, suite)
+}
+
+/// [`run_arm64`] of `kernel`.
+fn run_arm64_on(
+    kernel: &str,
+    dir: &Path,
+    topology: &str,
+    suite: &str,
+) -> (Output, serde_json::Value) {
     let json = dir.join("results.json");
     let kcidb = dir.join("kcidb.json");
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["run", "--arch", "arm64", "--kernel", &kernel()])
+        .args(["run", "--arch", "arm64", "--kernel", kernel])
         .args(["--topology", topology, "--suite", suite])
         .arg("--json")
         .arg(&json)
@@ -121,9 +132,16 @@ fn arm64_smoke_at_two_nodes_is_aarch64_with_the_declared_topology() {
 }
 
 /// The skips the futex suite has at 2 nodes x 2 vCPUs: each names the
-/// topology (online CPUs, offline nodes, where the waiters ran). None
-/// names arm64: the suite runs the same as on x86-64 there.
-const TOPOLOGY_WORDS: &[&str] = &["online CPUs", "offline=1", "met in one table"];
+/// topology (online CPUs, offline nodes, where the waiters ran), or, for
+/// the kernel built here, the config option it lacks as x86-64's does
+/// (`CONFIG_IO_URING`). None names arm64: the suite runs the same as on
+/// x86-64 there.
+const TOPOLOGY_WORDS: &[&str] = &[
+    "online CPUs",
+    "offline=1",
+    "met in one table",
+    "(CONFIG_IO_URING)",
+];
 
 #[test]
 fn arm64_futex_suite_on_debian_7_3_4_passes_or_skips_for_the_topology() {
@@ -131,12 +149,46 @@ fn arm64_futex_suite_on_debian_7_3_4_passes_or_skips_for_the_topology() {
         return;
     }
     let _vm = common::vm_lock();
+    futex_suite_passes_or_skips_for_the_topology(&kernel());
+}
+
+#[test]
+fn arm64_futex_suite_on_the_kernel_built_here_passes_or_skips_for_the_topology() {
+    if !common::enabled() {
+        return;
+    }
+    let Ok(kernel) = std::env::var("HARNESS_SOURCE_KERNEL") else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run the source kernel's arm64 test: set HARNESS_SOURCE_KERNEL (cargo xtask ci does)"
+        );
+        eprintln!("skipped: set HARNESS_SOURCE_KERNEL=source:7.3 (a cross build: minutes)");
+        return;
+    };
+    let _vm = common::vm_lock();
+    futex_suite_passes_or_skips_for_the_topology(&kernel);
+}
+
+/// The futex suite on `kernel` for arm64 at 2 nodes x 2 vCPUs: exit 0,
+/// every case passes or skips for the topology, the guest is aarch64.
+fn futex_suite_passes_or_skips_for_the_topology(kernel: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let (out, results) = run_arm64(dir.path(), "nodes=2,cpus=2,mem=512M", "futex");
+    let (out, results) = run_arm64_on(kernel, dir.path(), "nodes=2,cpus=2,mem=512M", "futex");
     let all = text(&out);
     assert_eq!(out.status.code(), Some(0), "{all}");
+    assert_eq!(results["cells"][0]["arch"], "arm64", "{all}");
     let cases = cases(&results);
     assert!(cases.len() > 250, "{} cases: {all}", cases.len());
+    for want in [
+        "topology/node-count",
+        "topology/distances",
+        "topology/possible-nodes",
+    ] {
+        assert!(
+            cases.iter().any(|(n, s, _)| n == want && s == "pass"),
+            "{want} did not pass: {all}"
+        );
+    }
     let bad: Vec<_> = cases
         .iter()
         .filter(|(_, s, m)| {
@@ -145,10 +197,10 @@ fn arm64_futex_suite_on_debian_7_3_4_passes_or_skips_for_the_topology() {
         .collect();
     assert!(
         bad.is_empty(),
-        "cases that neither passed nor skipped for the topology: {bad:#?}"
+        "{kernel}: cases that neither passed nor skipped for the topology or the kernel's config: {bad:#?}"
     );
     let skipped: Vec<_> = cases.iter().filter(|(_, s, _)| s == "skip").collect();
-    eprintln!("arm64 futex skips ({}):", skipped.len());
+    eprintln!("{kernel} arm64 futex skips ({}):", skipped.len());
     for (n, _, m) in &skipped {
         eprintln!("  {n}: {m}");
     }
