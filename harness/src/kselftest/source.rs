@@ -132,15 +132,20 @@ const UNNEEDED: &[&str] = &[
 ];
 
 /// `tar --exclude` patterns of what the build never reads below
-/// `linux-source-<series>/`: [`UNNEEDED`] and every arch but x86 (files
-/// right in `arch/` stay: `*` does not match a `/`; no other arch starts
-/// with `x8`).
+/// `linux-source-<series>/`: [`UNNEEDED`] and every arch but x86 and
+/// arm64, the two the selftests are built for (files right in `arch/`
+/// stay: `*` does not match a `/`; no other arch starts with `x8`, and of
+/// `alpha`, `arc`, `arm` and `arm64` only `arm/` is a directory named
+/// exactly `arm`).
 fn unneeded_members(series: &str) -> Vec<String> {
     let top = format!("linux-source-{series}");
     UNNEEDED
         .iter()
         .map(|d| format!("{top}/{d}"))
-        .chain(["[!x]*", "x[!8]*"].map(|arch| format!("{top}/arch/{arch}/*")))
+        .chain(
+            ["[!xa]*", "x[!8]*", "a[!r]*", "ar[!m]*", "arm"]
+                .map(|arch| format!("{top}/arch/{arch}/*")),
+        )
         .collect()
 }
 
@@ -250,6 +255,8 @@ mod tests {
             "Makefile",
             "include/uapi/linux/futex.h",
             "arch/x86/include/uapi/asm/unistd.h",
+            "arch/arm64/Makefile",
+            "arch/arm64/include/uapi/asm/unistd.h",
             "arch/Kconfig",
             "scripts/Makefile.build",
             "tools/testing/selftests/futex/functional/run.sh",
@@ -259,7 +266,9 @@ mod tests {
         ];
         let drop = [
             "drivers/gpu/x.c",
-            "arch/arm64/Makefile",
+            "arch/arm/Makefile",
+            "arch/arc/Makefile",
+            "arch/alpha/Makefile",
             "arch/xtensa/Makefile",
             "Documentation/index.rst",
         ];
