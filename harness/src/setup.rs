@@ -162,8 +162,8 @@ pub fn plan(facts: &Facts, sources: &[AptSource]) -> Result<Plan, SetupError> {
 }
 
 /// What `harness setup --arch ...` does (pure): what every run needs, and
-/// with [`Arch::Arm64`] among `arches` also QEMU's aarch64 emulator, the
-/// UEFI firmware and the cross toolchain the harness' build embeds the
+/// with [`Arch::Arm64`] among `arches` also QEMU's aarch64 emulator and
+/// the cross toolchain the harness' build embeds the
 /// arm64 guest binaries with (an aarch64 Rust std from Debian after
 /// `dpkg --add-architecture arm64`, or from rustup on Ubuntu).
 pub fn plan_for(facts: &Facts, sources: &[AptSource], arches: &[Arch]) -> Result<Plan, SetupError> {
@@ -663,7 +663,7 @@ mod tests {
                 "echo 'deb http://mirror.example/debian bookworm-backports main' | tee /etc/apt/sources.list.d/harness-backports.list",
                 "dpkg --add-architecture arm64",
                 "env DEBIAN_FRONTEND=noninteractive apt-get update -q",
-                "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev gpgv debian-archive-keyring make flex bison bc libelf-dev libssl-dev git gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-efi-aarch64 rustc-web libstd-rust-web-dev:arm64 libcap-ng-dev libseccomp-dev",
+                "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends gcc libc6-dev gpgv debian-archive-keyring make flex bison bc libelf-dev libssl-dev git gcc-aarch64-linux-gnu libc6-dev-arm64-cross rustc-web libstd-rust-web-dev:arm64 libcap-ng-dev libseccomp-dev",
                 "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends -t bookworm-backports qemu-system-x86 qemu-system-arm",
                 "cargo install --locked virtiofsd --version 1.14.0",
             ]
@@ -683,7 +683,6 @@ mod tests {
             version: "7.2.19".into(),
         });
         f.arm64_rust_std = Err("none".into());
-        f.files.remove(crate::doctor::ARM64_FIRMWARE);
         // arm64 known to dpkg already: no second --add-architecture.
         let p = plan_for(&f, &with_backports(), &[Arch::Arm64]).unwrap();
         let want_qemu = match Arch::host() {
@@ -692,7 +691,7 @@ mod tests {
         };
         let mut want = vec![
             "env DEBIAN_FRONTEND=noninteractive apt-get update -q",
-            "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends qemu-efi-aarch64 rustc-web libstd-rust-web-dev:arm64",
+            "env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends rustc-web libstd-rust-web-dev:arm64",
         ];
         want.extend(want_qemu);
         assert_eq!(lines(&p), want);
@@ -706,7 +705,7 @@ mod tests {
         let p = plan_for(&f, &[], &[Arch::X86_64, Arch::Arm64]).unwrap();
         let l = lines(&p);
         assert!(!l.iter().any(|l| l.contains("add-architecture")), "{l:?}");
-        assert!(l[1].ends_with(" qemu-system-x86 qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-efi-aarch64 virtiofsd"), "{}", l[1]);
+        assert!(l[1].ends_with(" qemu-system-x86 qemu-system-arm gcc-aarch64-linux-gnu libc6-dev-arm64-cross virtiofsd"), "{}", l[1]);
         assert_eq!(l[2], "rustup target add aarch64-unknown-linux-gnu");
         assert!(!p.steps[2].as_root);
         // No rustup: said, not done.

@@ -157,17 +157,12 @@ pub const VIRTIOFSD_BUILD_DEPS: &[Requirement] = &[
 
 /// What arm64 guests need besides QEMU's aarch64 emulator and an aarch64
 /// Rust std (rows of their own): the cross linker and static glibc the
-/// build script links the arm64 guest binaries with, and the firmware of
-/// QEMU's `virt` machine. Paths as in `guestbin/cargo.rs`'s `ARM64`.
+/// build script links the arm64 guest binaries with. Paths as in `guestbin/cargo.rs`'s `ARM64`.
 #[rustfmt::skip]
 pub const ARM64_REQUIREMENTS: &[Requirement] = &[
     req("aarch64 gcc", Check::Program("aarch64-linux-gnu-gcc"), "gcc-aarch64-linux-gnu", Need::Arm64Guests, "links the arm64 guest binaries when the harness is built"),
     req("aarch64 libc.a", Check::File("/usr/aarch64-linux-gnu/lib/libc.a"), "libc6-dev-arm64-cross", Need::Arm64Guests, "glibc's static library for arm64: the arm64 guest binaries are static"),
-    req("arm64 UEFI firmware", Check::File(ARM64_FIRMWARE), "qemu-efi-aarch64", Need::Arm64Guests, "the firmware of QEMU's arm64 virt machine"),
 ];
-
-/// The UEFI firmware of QEMU's arm64 `virt` machine (`qemu-efi-aarch64`).
-pub const ARM64_FIRMWARE: &str = "/usr/share/qemu-efi-aarch64/QEMU_EFI.fd";
 
 /// Programs looked up only for what they tell (`sudo` for setup, `cargo`
 /// for building virtiofsd, `rustup` for adding the aarch64 std), not shown
@@ -849,7 +844,6 @@ pub(crate) mod tests {
                 "QEMU (arm64)",
                 "aarch64 gcc",
                 "aarch64 libc.a",
-                "arm64 UEFI firmware",
                 "aarch64 Rust std",
                 "arm64 guest binaries"
             ]
@@ -896,11 +890,7 @@ pub(crate) mod tests {
         assert_eq!(QEMU_ARM64_PACKAGE, Arch::Arm64.qemu_package());
         assert_eq!(QEMU_PACKAGE, Arch::X86_64.qemu_package());
         for r in ARM64_REQUIREMENTS {
-            assert!(
-                r.package == "qemu-efi-aarch64" || t.packages.contains(&r.package),
-                "{}",
-                r.package
-            );
+            assert!(t.packages.contains(&r.package), "{}", r.package);
         }
     }
 }
