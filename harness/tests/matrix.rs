@@ -727,8 +727,9 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
         .map(|k| k.name.as_str())
         .filter(|n| k.applies_to_kernel(n))
         .collect();
-    // Every kernel with the private hash; not 6.12, which has none, nor
-    // 6.16, where it is compiled out, nor the build with our fix.
+    // Every kernel with the private hash (on both architectures); not
+    // 6.12, which has none, nor 6.16, where it is compiled out, nor the
+    // build with our fix.
     assert_eq!(
         on,
         [
@@ -736,7 +737,9 @@ fn the_default_matrix_is_valid_and_says_what_each_kernel_has() {
             "debian-6.18",
             "debian-7.0",
             "debian-7.3",
+            "debian-7.3-arm64",
             "source-7.3",
+            "source-7.3-arm64",
             "source-7.3-immutable",
             "source-7.3-debug"
         ]
