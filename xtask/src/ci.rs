@@ -9,6 +9,12 @@ use xshell::{cmd, Shell};
 /// 7.3`, then all tests with real VMs enabled, on Debian's kernels and on
 /// `source:7.3`, and the real-kernel-tree configuration tests.
 pub fn run(sh: &Shell) -> Result<()> {
+    // One clean CI build is several GB of target/ (a CI machine once ran out
+    // of disk linking the tests): no incremental state, which a one-off
+    // build never reuses, and the free space said up front.
+    let _incremental = sh.push_env("CARGO_INCREMENTAL", "0");
+    let root = crate::project_root();
+    cmd!(sh, "df -h {root}").run()?;
     // QEMU (from backports where the release's is too old for TCG),
     // virtiofsd, gpgv and the keyring, static glibc, the kernel build
     // tools, and arm64 guests' QEMU, firmware and cross toolchain: a fresh
@@ -71,5 +77,6 @@ pub fn run(sh: &Shell) -> Result<()> {
     // named with its `depends on`): a few minutes, on the tree just built.
     let _kbuild = sh.push_env("HARNESS_KBUILD_TESTS", "1");
     cmd!(sh, "cargo test --workspace").run()?;
+    cmd!(sh, "du -sh {root}/target").run()?;
     Ok(())
 }
