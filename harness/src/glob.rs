@@ -1,17 +1,32 @@
 //! Shell-style globs over case, cell and kernel names (`globset`): `*`
 //! any run of characters (including `/`), `?` one character.
 
+use globset::GlobMatcher;
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
 /// Whether `name` matches `pattern`. `[...]` and `{a,b}` work as in
 /// globset; a pattern globset cannot parse (an unclosed `[`) matches only
 /// itself.
 pub fn matches(pattern: &str, name: &str) -> bool {
-    match globset::GlobBuilder::new(pattern)
-        .literal_separator(false)
-        .backslash_escape(true)
-        .build()
-    {
-        Ok(g) => g.compile_matcher().is_match(name),
-        Err(_) => pattern == name,
+    // Compiling a glob costs far more than matching it, and the planner
+    // matches the same few patterns against thousands of names (every
+    // case of every cell against every known-failure entry): each pattern
+    // is compiled once per process.
+    static COMPILED: LazyLock<Mutex<HashMap<String, Option<GlobMatcher>>>> =
+        LazyLock::new(Default::default);
+    let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    let matcher = compiled.entry(pattern.to_string()).or_insert_with(|| {
+        globset::GlobBuilder::new(pattern)
+            .literal_separator(false)
+            .backslash_escape(true)
+            .build()
+            .ok()
+            .map(|g| g.compile_matcher())
+    });
+    match matcher {
+        Some(m) => m.is_match(name),
+        None => pattern == name,
     }
 }
 
