@@ -142,8 +142,10 @@ pub fn case<'a>(cases: &'a [Case], name: &str) -> &'a Case {
 }
 
 /// The source-built kernel the VM tests boot next to Debian's
-/// (`$HARNESS_SOURCE_KERNEL`, which `cargo xtask ci` sets to `source:7.3`
-/// after building it: guest fragment with LKDTM, virtiofs, IA32 compat).
+/// (`$HARNESS_SOURCE_KERNEL`, which `cargo xtask ci` sets to
+/// `source:7.3-gdb` after building it: the `7.3` guest fragment with LKDTM,
+/// virtiofs, IA32 compat, plus DWARF, so the gdb test needs no second build;
+/// `source:7.3` serves every other test as well).
 /// Unset: `None` and a note; under `CI` unset is an error, so those tests
 /// never pass silently there.
 #[allow(dead_code)]
@@ -156,7 +158,7 @@ pub fn source_kernel() -> Option<String> {
     }
     assert!(
         std::env::var_os("CI").is_none(),
-        "CI is set but HARNESS_SOURCE_KERNEL is not: `cargo xtask ci` builds source:7.3 and sets it"
+        "CI is set but HARNESS_SOURCE_KERNEL is not: `cargo xtask ci` builds source:7.3-gdb and sets it"
     );
     eprintln!(
         "skipping the source-kernel part: set HARNESS_SOURCE_KERNEL=source:7.3 \
