@@ -499,8 +499,10 @@ mod tests {
         );
     }
 
-    /// Both of the guest's syscall tables against the kernel's own, in the
-    /// 7.3 tree `harness kernel build 7.3` leaves in the cache.
+    /// Both of the guest's syscall tables against the kernel's own, in a
+    /// 7.3 work tree a build left in the cache (`7.3`, `7.3-gdb`, which
+    /// `cargo xtask ci` builds, or `7.3` for arm64: every one holds both
+    /// architectures' tables).
     #[test]
     fn guest_syscall_numbers_match_the_73_tree() {
         let on = std::env::var("HARNESS_KBUILD_TESTS").is_ok_and(|v| v == "1");
@@ -513,11 +515,18 @@ mod tests {
             return;
         }
         let cache = Cache::from_env().unwrap();
-        let src = cache
-            .path(crate::kernel::build::work_rel("7.3"))
-            .join("src");
+        let trees: Vec<_> = ["7.3", "7.3-gdb", "7.3@arm64"]
+            .iter()
+            .map(|name| cache.path(crate::kernel::build::work_rel(name)).join("src"))
+            .collect();
+        let src = trees
+            .iter()
+            .find(|src| src.join("Makefile").is_file())
+            .unwrap_or_else(|| {
+                panic!("none of {trees:?} has a Makefile: run `harness kernel build 7.3`")
+            });
         let makefile = std::fs::read_to_string(src.join("Makefile"))
-            .unwrap_or_else(|e| panic!("{}: {e}: run `harness kernel build 7.3`", src.display()));
+            .unwrap_or_else(|e| panic!("{}: {e}", src.display()));
         assert!(
             makefile.contains("\nVERSION = 7\nPATCHLEVEL = 3\n"),
             "{}: not a 7.3 tree",
