@@ -16,14 +16,9 @@ pub fn matches(pattern: &str, name: &str) -> bool {
     static COMPILED: LazyLock<Mutex<HashMap<String, Option<GlobMatcher>>>> =
         LazyLock::new(Default::default);
     let mut compiled = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
-    let matcher = compiled.entry(pattern.to_string()).or_insert_with(|| {
-        globset::GlobBuilder::new(pattern)
-            .literal_separator(false)
-            .backslash_escape(true)
-            .build()
-            .ok()
-            .map(|g| g.compile_matcher())
-    });
+    let matcher = compiled
+        .entry(pattern.to_string())
+        .or_insert_with(|| glob(pattern).ok().map(|g| g.compile_matcher()));
     match matcher {
         Some(m) => m.is_match(name),
         None => pattern == name,
@@ -33,12 +28,15 @@ pub fn matches(pattern: &str, name: &str) -> bool {
 /// Why `pattern` is not a glob globset can parse (an unclosed `[`), if it
 /// is not; for validating globs users write into files.
 pub fn check(pattern: &str) -> Result<(), String> {
+    glob(pattern).map(|_| ()).map_err(|e| e.kind().to_string())
+}
+
+/// `pattern` as our globs read it: `*` crosses `/`, `\` escapes.
+fn glob(pattern: &str) -> Result<globset::Glob, globset::Error> {
     globset::GlobBuilder::new(pattern)
         .literal_separator(false)
         .backslash_escape(true)
         .build()
-        .map(|_| ())
-        .map_err(|e| e.kind().to_string())
 }
 
 /// Whether `name` matches any of `patterns` (each may be a comma-separated

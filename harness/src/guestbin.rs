@@ -515,10 +515,15 @@ mod tests {
             return;
         }
         let cache = Cache::from_env().unwrap();
-        let trees: Vec<_> = ["7.3", "7.3-gdb", "7.3@arm64"]
-            .iter()
-            .map(|name| cache.path(crate::kernel::build::work_rel(name)).join("src"))
-            .collect();
+        use crate::kernel::build::{arch_name, work_rel};
+        let trees: Vec<_> = [
+            arch_name("7.3", Arch::X86_64),
+            arch_name("7.3-gdb", Arch::X86_64),
+            arch_name("7.3", Arch::Arm64),
+        ]
+        .iter()
+        .map(|name| cache.path(work_rel(name)).join("src"))
+        .collect();
         let src = trees
             .iter()
             .find(|src| src.join("Makefile").is_file())
